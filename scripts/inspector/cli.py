@@ -1,0 +1,160 @@
+"""Command line: parsing, cluster hand-over, --require, exit codes."""
+import argparse
+import json
+import sys
+
+from inspector import objects, probes
+
+EXIT_OK, EXIT_REQUIRE, EXIT_USAGE = 0, 1, 2
+REQUIRABLE = ("python", "torch", "gpus", "megatron_core") + tuple(probes.KERNELS)
+
+DESCRIPTION = """\
+Live probe of Megatron Core, PyTorch, GPUs and optional kernels in THIS Python environment.
+
+Every import of torch, megatron.core and optional packages runs in a child process with a
+timeout, so a broken or hanging package is reported, never crashes or hangs the report.
+The parent never creates a CUDA context: GPU facts come from nvidia-smi (or NVML); torch
+is asked about CUDA devices only with --cuda.  No network, no writes, no checkpoint loading,
+no process groups (except inside --tiny-model's own child).
+"""
+
+EPILOG = """\
+statuses: available, not_installed, import_failed, unsupported, timeout, missing, error
+  (precision entries may also say not_checked: FP8/MXFP8/NVFP4 support needs --cuda)
+
+kernels probed: %s
+
+exit codes:
+  0  report printed (whatever it found)
+  1  a component named in --require is not available (the report is still printed)
+  2  bad arguments (message on stderr)
+
+examples:
+  python scripts/inspect_core_api.py
+  python scripts/inspect_core_api.py --json --require megatron_core,torch
+  python scripts/inspect_core_api.py --object megatron.core.transformer.mlp:MLP
+  python scripts/inspect_core_api.py --config-fields recompute
+  python scripts/inspect_core_api.py --tiny-model --json
+  python scripts/inspect_core_api.py --check-references
+""" % ", ".join(probes.KERNELS)
+
+
+class UsageError(Exception):
+    pass
+
+
+def _object_key(text):
+    if not objects.valid_object_key(text):
+        raise argparse.ArgumentTypeError("expected MODULE:ATTR (e.g. megatron.core.models.gpt.gpt_model:GPTModel), got %r" % text)
+    return text
+
+
+def _positive(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a number: %r" % text)
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError("must be in (0, 3600] seconds, got %r" % text)
+    return value
+
+
+def _require(text):
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in REQUIRABLE]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError("unknown component %s; known: %s" % (
+            ", ".join(unknown) or "(empty)", ", ".join(REQUIRABLE)))
+    return names
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        sys.stderr.write("%s: error: %s\n" % (self.prog, message))
+        sys.exit(EXIT_USAGE)
+
+
+def _load_cluster():
+    try:
+        from inspector import cluster
+        return cluster
+    except ModuleNotFoundError as exc:
+        if exc.name in ("inspector.cluster",):
+            return None
+        sys.stderr.write("inspect_core_api: cluster mode unavailable: %s\n" % exc)
+    except Exception as exc:
+        sys.stderr.write("inspect_core_api: cluster mode unavailable: %s: %s\n"
+                         % (type(exc).__name__, exc))
+    return None
+
+
+def build_parser(cluster=None):
+    p = _Parser(prog="inspect_core_api.py", description=DESCRIPTION, epilog=EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="print one JSON object (with schema_version) instead of text")
+    p.add_argument("--timeout", type=_positive, default=None, metavar="SECONDS",
+                   help="limit for each child process (default 90); children run concurrently")
+    p.add_argument("--cuda", action="store_true",
+                   help="also ask torch (in a child) about CUDA devices, run a tiny matmul, and "
+                        "ask Transformer Engine about FP8/MXFP8/NVFP4 support")
+    p.add_argument("--object", dest="objects", action="append", type=_object_key, default=[],
+                   metavar="MODULE:ATTR", help="also report this object's signature (repeatable)")
+    p.add_argument("--config-fields", nargs="?", const="", default=None, metavar="FILTER",
+                   help="list TransformerConfig/ModelParallelConfig fields with types and "
+                        "defaults (FILTER: case-insensitive substring of the field name)")
+    p.add_argument("--tiny-model", action="store_true",
+                   help="build a tiny GPTModel on CPU in a child (gloo, world size 1) and report "
+                        "parameter counts (with --cuda and a GPU, also one forward pass)")
+    p.add_argument("--check-references", action="store_true",
+                   help="check every fact stated in references/*.md against this installation "
+                        "and list those that do not hold (uses scripts/reference_facts.py)")
+    p.add_argument("--references-dir", default=None, metavar="DIR",
+                   help="directory of reference Markdown for --check-references (default: the bundle's references/)")
+    p.add_argument("--require", type=_require, default=[], metavar="NAME[,NAME]",
+                   help="exit 1 unless each named component is available; NAME is a report key: "
+                        + ", ".join(REQUIRABLE))
+    if cluster is not None and hasattr(cluster, "add_arguments"):
+        cluster.add_arguments(p)
+    return p
+
+
+def _wants_cluster(cluster, args):
+    if cluster is None:
+        return False
+    if hasattr(cluster, "wants_cluster"):
+        return bool(cluster.wants_cluster(args))
+    return bool(getattr(args, "cluster", False))
+
+
+def unmet(report, names):
+    """Names whose entry is not available (gpus also needs count > 0)."""
+    missing = []
+    for name in names:
+        entry = report.get(name) if name in ("python", "torch", "gpus", "megatron_core") \
+            else report.get("kernels", {}).get(name)
+        ok = isinstance(entry, dict) and entry.get("status") == "available"
+        if name == "gpus":
+            ok = ok and entry.get("count", 0) > 0
+        if not ok:
+            missing.append((name, (entry or {}).get("status", "absent"), (entry or {}).get("reason")))
+    return missing
+
+
+def main(argv=None):
+    cluster = _load_cluster()
+    args = build_parser(cluster).parse_args(argv)
+    if _wants_cluster(cluster, args):
+        return int(cluster.main(args) or 0)
+    from inspector import render, report as report_mod
+    report = report_mod.collect(args)
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=1, sort_keys=False, default=repr) + "\n")
+    else:
+        sys.stdout.write(render.render_text(report) + "\n")
+    sys.stdout.flush()
+    missing = unmet(report, args.require)
+    for name, status, reason in missing:
+        sys.stderr.write("inspect_core_api: required %s is %s%s\n" % (
+            name, status, (": " + reason) if reason else ""))
+    return EXIT_REQUIRE if missing else EXIT_OK

@@ -1,0 +1,114 @@
+"""Text form of the distributed summary (the dict ``--json`` prints)."""
+
+from __future__ import annotations
+
+from typing import List
+
+from .cluster_diff import rank_ranges
+
+
+def _ranks(ranks) -> str:
+    ranks = list(ranks)
+    word = "rank" if len(ranks) == 1 else "ranks"
+    return f"{word} {rank_ranges(ranks)}" if ranks else "none"
+
+
+def _nodes(summary: dict) -> List[str]:
+    gpus = summary.get("gpus_per_rank", {})
+    lines = []
+    for node in summary.get("nodes", []):
+        counts = sorted({str(gpus.get(str(r))) for r in node["ranks"]})
+        lines.append(
+            f"  {node['node']} ({', '.join(node['hostnames'])}): {len(node['ranks'])} "
+            f"{_ranks(node['ranks'])}; GPUs visible per rank: {'/'.join(counts)}"
+        )
+    return lines
+
+
+def _differences(summary: dict) -> List[str]:
+    diffs = summary.get("differences", [])
+    if not diffs:
+        return ["Differences: none"]
+    lines = [f"Differences ({len(diffs)}):"]
+    for diff in diffs:
+        scope = "between nodes" if diff["scope"] == "node" else "between ranks"
+        lines.append(f"  {diff['field']}  [{scope}]")
+        for value in diff["values"]:
+            lines.append(f"    {value['value']!s:<24} {_ranks(value['ranks'])} ({', '.join(value['nodes'])})")
+    return lines
+
+
+def _groups(section: dict) -> List[str]:
+    merged = section.get("groups")
+    if merged is None:
+        return []
+    lines = [f"Groups (backend {section.get('backend')}): one all_reduce each"]
+    for kind in merged["kinds"]:
+        if not kind["groups"]:
+            why = "; ".join(kind["ranks_without_group"]) or "not built"
+            req = "MISSING" if kind["required"] else "n/a"
+            lines.append(f"  {kind['kind']:<19} {req}: {why}")
+            continue
+        cells = []
+        for g in kind["groups"]:
+            members = ",".join(str(r) for r in g["ranks"])
+            if g["ok"]:
+                cells.append(f"[{members}] ok {g['seconds'] * 1000:.1f} ms")
+            else:
+                bad = []
+                if g["failed_ranks"]:
+                    bad.append(f"failed {_ranks(g['failed_ranks'])}")
+                if g["hung_ranks"]:
+                    bad.append(f"hung {_ranks(g['hung_ranks'])}")
+                cells.append(f"[{members}] FAIL ({'; '.join(bad)})")
+        lines.append(f"  {kind['kind']:<19} " + "  ".join(cells))
+        for g in kind["groups"]:
+            for rank, err in (g.get("errors") or {}).items():
+                lines.append(f"      rank {rank}: {err}")
+    for rank, err in merged.get("rank_errors", {}).items():
+        lines.append(f"  rank {rank} stopped at {err['stage']}: {err['error']}")
+    return lines
+
+
+def _layout(section) -> List[str]:
+    if not section:
+        return []
+    sizes = section.get("input", {})
+    short = {
+        "tensor_model_parallel_size": "TP",
+        "pipeline_model_parallel_size": "PP",
+        "context_parallel_size": "CP",
+        "expert_model_parallel_size": "EP",
+        "expert_tensor_parallel_size": "ETP",
+    }
+    shape = " ".join(f"{v}={sizes[k]}" for k, v in short.items() if k in sizes)
+    lines = [f"Layout {shape}: {'valid' if section.get('valid') else 'INVALID'}"]
+    for v in section.get("violations", []):
+        lines.append(f"  {v.get('rule', '')}: {v.get('message', '')}")
+        if v.get("fix"):
+            lines.append(f"    fix: {v['fix']}")
+    for key in ("refused", "skipped"):
+        if section.get(key):
+            lines.append(f"  {key}: {section[key]}")
+    return lines + _groups(section)
+
+
+def render(summary: dict) -> str:
+    lines = [
+        f"Megatron Core cluster check: {summary['world_size']} ranks "
+        f"({summary.get('launcher')})"
+    ]
+    if "nodes" in summary:
+        lines.append(f"Nodes ({len(summary['nodes'])}):")
+        lines += _nodes(summary)
+        lines.append(f"Silent ranks (never reached the store): {_ranks(summary['silent_ranks'])}")
+        if summary.get("unreported_ranks"):
+            lines.append(f"Ranks with no report before the deadline: {_ranks(summary['unreported_ranks'])}")
+        for rank, err in summary.get("probe_errors", {}).items():
+            lines.append(f"Local probe failed on rank {rank}: {err}")
+        for rank, names in summary.get("unmet_requirements", {}).items():
+            lines.append(f"--require unmet on rank {rank}: {', '.join(names)}")
+        lines += _differences(summary)
+    lines += _layout(summary.get("layout"))
+    lines.append(f"Result: {'OK' if summary['ok'] else 'FAIL'} (exit {summary['exit_code']})")
+    return "\n".join(lines)

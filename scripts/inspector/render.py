@@ -1,0 +1,134 @@
+"""The short text form of the report."""
+
+
+def _line(label, entry, extra=""):
+    status = entry.get("status", "?")
+    version = entry.get("version")
+    text = "%-30s %-13s" % (label, status)
+    if version and isinstance(version, str):
+        text += " " + version
+    if extra:
+        text += "  " + extra
+    if status not in ("available",) and entry.get("reason"):
+        text += "\n%32s%s" % ("", _short(entry["reason"]))
+    return text
+
+
+def _short(text, limit=160):
+    text = str(text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _torch_extra(t):
+    if t.get("status") != "available":
+        return ""
+    return "cuda %s, cudnn %s, nccl %s, cuda available: %s" % (
+        t.get("cuda_built"), t.get("cudnn"), t.get("nccl"), t.get("cuda_available"))
+
+
+def _gpu_lines(g):
+    lines = [_line("gpus", g, "count %d%s" % (g.get("count", 0), (", driver " + g["driver"])
+                                               if g.get("driver") else ""))]
+    for d in g.get("devices", []):
+        lines.append("  gpu %s: %s, cc %s, %s MiB" % (d.get("index"), d.get("name"),
+                                                     d.get("compute_capability"),
+                                                     d.get("memory_total_mib")))
+    if g.get("cuda_visible_devices") is not None:
+        lines.append("  CUDA_VISIBLE_DEVICES=%s" % g["cuda_visible_devices"])
+    return lines
+
+
+def _megatron_lines(m):
+    lines = [_line("megatron_core", m, m.get("path", "") if m.get("status") == "available" else "")]
+    if m.get("git_commit"):
+        lines.append("  git commit %s" % m["git_commit"])
+    verdicts = m.get("verdicts") or {}
+    if verdicts:
+        lines.append("  verdicts: " + ", ".join(
+            "%s=%s" % (k, v.get("value", "error")) for k, v in verdicts.items()))
+    te = m.get("te_symbols") or {}
+    if te.get("magicmock"):
+        lines.append("  %d TE names are MagicMock placeholders (TE absent), e.g. %s"
+                     % (len(te["magicmock"]), ", ".join(te["magicmock"][:3])))
+    if te.get("none"):
+        lines.append("  TE names set to None: " + ", ".join(te["none"]))
+    if m.get("note"):
+        lines.append("  note: " + m["note"])
+    return lines
+
+
+def _object_lines(objs):
+    ok = [k for k, v in objs.items() if v.get("status") == "available"]
+    lines = ["objects: %d of %d available" % (len(ok), len(objs))]
+    for key, v in objs.items():
+        if v.get("status") != "available":
+            lines.append("  %-13s %s  %s" % (v.get("status"), key, _short(v.get("reason", ""), 100)))
+    return lines
+
+
+def render_text(report):
+    out = ["inspect_core_api (schema %s)" % report.get("schema_version")]
+    py, plat = report.get("python", {}), report.get("platform", {})
+    out.append("%-30s %s %s on %s" % ("python", py.get("implementation"), py.get("version"),
+                                       plat.get("platform")))
+    out.append(_line("torch", report.get("torch", {}), _torch_extra(report.get("torch", {}))))
+    out.extend(_gpu_lines(report.get("gpus", {})))
+    out.extend(_megatron_lines(report.get("megatron_core", {})))
+    out.extend(_kernel_lines(report.get("kernels", {})))
+    prec = report.get("precision", {})
+    if prec:
+        out.append("precision: " + ", ".join("%s %s" % (k, v.get("status")) for k, v in prec.items()))
+    out.extend(_object_lines(report.get("objects", {})))
+    out.extend(_optional_sections(report))
+    env = report.get("env", {})
+    out.append("env: " + (", ".join("%s=%s" % kv for kv in env.items()) if env else "(none of the allow-listed variables set)"))
+    out.append("took %.1f s" % report.get("timing", {}).get("total_s", 0))
+    return "\n".join(out)
+
+
+def _kernel_lines(kernels):
+    lines = ["kernels:"]
+    absent = [n for n, k in kernels.items() if k.get("status") == "not_installed"]
+    for name, k in kernels.items():
+        if name not in absent:
+            lines.append(_line("  " + name, k))
+    if absent:
+        lines.append("  not installed: " + ", ".join(absent))
+    return lines
+
+
+def _optional_sections(report):
+    lines = []
+    fields = report.get("config_fields")
+    if isinstance(fields, list):
+        lines.append("config fields (%d):" % len(fields))
+        for f in fields:
+            lines.append("  %-45s %-28s = %s  [%s]" % (f["name"], _short(f["type"], 28),
+                                                      _short(f["default"], 40), f["defined_in"]))
+    elif isinstance(fields, dict):
+        lines.append("config fields: error: " + _short(fields.get("error", "")))
+    tiny = report.get("tiny_model")
+    if tiny:
+        params = tiny.get("parameters", {})
+        lines.append(_line("tiny_model", tiny, "parameters total %s" % params.get("total")
+                           if params else ""))
+        for name, n in params.get("by_child", {}).items():
+            lines.append("  %-28s %s" % (name, n))
+        if tiny.get("cuda_forward"):
+            lines.append("  cuda forward: %s" % tiny["cuda_forward"])
+    refs = report.get("references")
+    if refs:
+        lines.append(_line("references", refs, "%s of %s facts do not hold here" % (
+            refs.get("failed_count"), refs.get("checked")) if refs.get("status") == "available" else ""))
+        for r in refs.get("failed", [])[:50]:
+            lines.append("  - " + _short(_fact_text(r), 200))
+    return lines
+
+
+def _fact_text(result):
+    if isinstance(result, dict):
+        fact = result.get("fact", result)
+        name = fact.get("name") or fact.get("text") or fact if isinstance(fact, dict) else fact
+        detail = result.get("detail") or result.get("reason") or result.get("actual") or ""
+        return "%s: %s" % (name, detail)
+    return str(result)
