@@ -1,0 +1,268 @@
+"""Per-GPU memory estimate: weights + optimizer state, and activations.
+
+Reference implementation: megatron/training/theoretical_memory_usage.py
+(megatron-core 0.19.2).  Where that estimator applies (even pipeline split,
+CP = 1, rope or no position embedding, no MTP, bf16, SP with selective
+recompute), the numbers agree within 1% (tests/test_layout_memory.py).  This
+module is more precise where Megatron's is not:
+
+* per pipeline stage, from the real layer split (uneven first/last stages,
+  ``--pipeline-model-parallel-layout``, account-for-embedding/loss), instead
+  of "1/PP of the layers plus the embedding on one shard";
+* the distributed optimizer shards dense parameters over DP x CP (the
+  data-parallel group with context parallelism) and divides by
+  ``--num-distributed-optimizer-instances``; experts over expert-DP;
+* learned absolute position embeddings, biases (unless
+  ``--disable-bias-linear``), the MTP projection, and precision (fp16, bf16,
+  fp32 bytes per parameter from Megatron's docs/user-guide/features/
+  dist_optimizer.md table), Megatron-FSDP/FSDP2 sharding;
+* activations divide the sequence by CP and follow Korthikanti et al. 2022
+  (Table 2) for the four SP/selective-recompute combinations, plus full
+  recompute.
+"""
+
+from __future__ import annotations
+
+from . import derive as D
+
+GIB = 1 << 30
+
+# bytes per parameter: (non-distributed, distributed: fixed part, sharded part)
+# Source: docs/user-guide/features/dist_optimizer.md (Megatron-LM core_v0.19.0).
+BYTES_PER_PARAM = {
+    "fp16": (20, 4, 16),
+    "bf16": (18, 6, 12),
+    "fp32": (16, 8, 8),
+}
+
+
+def precision(layout):
+    return "bf16" if layout.bf16 else "fp16" if layout.fp16 else "fp32"
+
+
+def bytes_per_param(layout, shard_degree):
+    """Weights + grads + optimizer bytes per parameter for one GPU."""
+    full, fixed, sharded = BYTES_PER_PARAM[precision(layout)]
+    if layout.use_megatron_fsdp or layout.use_torch_fsdp2:
+        strategy = layout.data_parallel_sharding_strategy if layout.use_megatron_fsdp \
+            else "optim_grads_params"
+        param_bytes = {"fp16": 2, "bf16": 2, "fp32": 4}[precision(layout)]
+        grad_bytes = fixed - param_bytes
+        if strategy == "no_shard":
+            return full
+        if strategy == "optim":
+            return fixed + sharded / shard_degree
+        if strategy == "optim_grads":
+            return param_bytes + (grad_bytes + sharded) / shard_degree
+        return full / shard_degree
+    if layout.use_distributed_optimizer:
+        return fixed + sharded / shard_degree
+    return full
+
+
+def moe_pattern(layout):
+    """Which layers are MoE (theoretical_memory_usage / moe_layer_freq)."""
+    n = layout.num_layers
+    if not D.num_experts(layout):
+        return [0] * n
+    freq = layout.moe_layer_freq
+    if isinstance(freq, int):
+        return [1 if i % freq == 0 else 0 for i in range(n)]
+    return list(freq) + [0] * max(0, n - len(freq))
+
+
+def layer_params(layout):
+    """(tp_sharded, replicated, expert_sharded) parameters of a dense and a MoE layer."""
+    h = layout.hidden_size
+    a = layout.num_attention_heads
+    g = D.num_query_groups(layout)
+    kv = D.kv_channels(layout)
+    ffn = D.ffn_hidden_size(layout)
+    gate = 1.5 if layout.swiglu else 1.0
+    norm = 1 if layout.normalization == "RMSNorm" else 2
+    bias = layout.add_bias_linear
+    attention = 2 * h * kv * (a + g) + (kv * (a + 2 * g) + h if bias else 0)
+    dense_mlp = 2 * h * ffn * gate + ((2 * gate * ffn + h) if bias else 0)
+    norms = 2 * h * norm
+    dense = (attention + dense_mlp, norms, 0)
+    experts = D.num_experts(layout)
+    if not experts:
+        return dense, dense
+    moe_ffn = D.moe_ffn_hidden_size(layout)
+    shared = layout.moe_shared_expert_intermediate_size or 0
+    routed = 2 * h * moe_ffn * experts * gate
+    router = h * experts + (experts if bias else 0)
+    moe = (attention + 2 * h * shared * gate, norms + router, routed)
+    return dense, moe
+
+
+def stage_params(layout):
+    """Per pipeline rank: (tp_sharded, replicated, expert_sharded) parameter counts."""
+    table = D.stage_table(layout)
+    if table is None:
+        return None
+    pp = layout.pipeline_model_parallel_size
+    vpp = len(table["layers"][0])
+    pattern = moe_pattern(layout)
+    dense, moe = layer_params(layout)
+    h = layout.hidden_size
+    norm = 1 if layout.normalization == "RMSNorm" else 2
+    vocab = D.padded_vocab_size(layout) or 0
+    stages = [[0.0, 0.0, 0.0] for _ in range(pp)]
+    index = 0
+    for v in range(vpp):
+        for r in range(pp):
+            for _ in range(table["layers"][r][v]):
+                kind = moe if index < len(pattern) and pattern[index] else dense
+                for k in range(3):
+                    stages[r][k] += kind[k]
+                index += 1
+            mtp = table["mtp"][r][v]
+            if mtp:
+                kind = moe if pattern and pattern[-1] else dense
+                for k in range(3):
+                    stages[r][k] += mtp * kind[k]
+                stages[r][0] += mtp * 2 * h * h  # eh_proj
+                stages[r][1] += mtp * 3 * norm * h  # enorm, hnorm, final norm
+    first, last = table["embedding_rank"], table["loss_rank"]
+    stages[first][0] += vocab * h
+    if layout.position_embedding_type == "learned_absolute" and layout.max_position_embeddings:
+        stages[first][1] += layout.max_position_embeddings * h
+    if layout.untie_embeddings_and_output_weights or pp > 1 or first != last:
+        stages[last][0] += vocab * h
+    stages[last][1] += norm * h
+    return stages
+
+
+def weight_bytes(layout):
+    """Per pipeline rank: (parameters on one GPU, weight+optimizer bytes)."""
+    stages = stage_params(layout)
+    if stages is None:
+        return None
+    tp = layout.tensor_model_parallel_size
+    etp = D.etp(layout)
+    ep = layout.expert_model_parallel_size
+    dp = D.data_parallel_size(layout)
+    edp = D.expert_data_parallel_size(layout) or dp
+    if dp is None:
+        return None
+    dense_shard = dp * layout.context_parallel_size // layout.num_distributed_optimizer_instances
+    dense_shard = max(1, dense_shard)
+    out = []
+    for tp_sharded, replicated, expert in stages:
+        dense_params = tp_sharded / tp + replicated
+        expert_params = expert / (etp * ep)
+        total = (dense_params * bytes_per_param(layout, dense_shard)
+                 + expert_params * bytes_per_param(layout, edp or 1))
+        out.append((dense_params + expert_params, total))
+    return out
+
+
+def per_layer_activation(layout, s, b, moe=False):
+    """Bytes of stored activations per layer and microbatch, times TP
+    (callers divide by TP).  Korthikanti et al. 2022, Table 2, with the MLP
+    term generalised to 4*ffn/h as in theoretical_memory_usage.py."""
+    h, a = layout.hidden_size, layout.num_attention_heads
+    t = layout.tensor_model_parallel_size
+    ffn = D.ffn_hidden_size(layout)
+    if moe:
+        ffn = D.moe_ffn_hidden_size(layout) * layout.moe_router_topk
+    sp = D.sequence_parallel(layout)
+    recompute = D.recompute_granularity(layout)
+    attention_scores = 5 * a * s / h
+    core = 18 + 4 * ffn / h  # 34 when ffn = 4h
+    if sp:
+        factor = core if recompute == "selective" else core + attention_scores
+    else:
+        factor = 10 * t + (core - 10) + (0 if recompute == "selective" else attention_scores)
+    if recompute == "full":
+        return s * b * h * (2 if sp else 2 * t)
+    return s * b * h * factor
+
+
+def activation_bytes(layout):
+    """Per pipeline rank: activation bytes of the in-flight microbatches."""
+    table = D.stage_table(layout)
+    if table is None or layout.seq_length is None:
+        return None
+    pp = layout.pipeline_model_parallel_size
+    t = layout.tensor_model_parallel_size
+    vpp = D.virtual_pipeline_size(layout)
+    m = D.num_microbatches(layout)
+    s = layout.seq_length // layout.context_parallel_size
+    b = layout.micro_batch_size or 1
+    h = layout.hidden_size
+    sp = D.sequence_parallel(layout)
+    vocab = D.padded_vocab_size(layout) or 0
+    pattern = moe_pattern(layout)
+    moe_share = sum(pattern) / len(pattern) if pattern else 0
+    per_layer = ((1 - moe_share) * per_layer_activation(layout, s, b)
+                 + moe_share * per_layer_activation(layout, s, b, moe=True)
+                 if moe_share else per_layer_activation(layout, s, b))
+    full = D.recompute_granularity(layout) == "full"
+    out = []
+    for r in range(pp):
+        layers = sum(table["layers"][r])
+        if vpp is not None:
+            in_flight = (pp - r) * (1 + (pp - 1) / (pp * vpp))
+        else:
+            in_flight = min(pp - r, m) if m is not None else pp - r
+        total = per_layer * layers * in_flight
+        if r == table["embedding_rank"]:
+            total += (8 * s * b + s * b * h * (1 if sp else t)) * in_flight
+        if full and layers:
+            total += _one_layer_full(layout, s, b)
+        if r == table["loss_rank"]:
+            total += s * b * h * 4 * (1 + vocab / h)
+        out.append(total / t)
+    return out
+
+
+def _one_layer_full(layout, s, b):
+    """Working set while one layer is recomputed under full recompute."""
+    granularity = layout.recompute_granularity
+    activations = layout.recompute_activations
+    layout.recompute_granularity, layout.recompute_activations = None, False
+    try:
+        return per_layer_activation(layout, s, b)
+    finally:
+        layout.recompute_granularity, layout.recompute_activations = granularity, activations
+
+
+def estimate(layout):
+    """JSON-ready memory estimate, or None when model sizes are missing."""
+    if None in (layout.num_layers, layout.hidden_size, layout.num_attention_heads):
+        return None
+    try:
+        weights = weight_bytes(layout)
+        acts = activation_bytes(layout)
+    except (ZeroDivisionError, TypeError):
+        return None
+    if weights is None:
+        return None
+    per_stage = []
+    for r, (params, wbytes) in enumerate(weights):
+        abytes = acts[r] if acts else None
+        per_stage.append({
+            "pp_rank": r,
+            "parameters_per_gpu": int(params),
+            "weight_and_optimizer_bytes": int(wbytes),
+            "activation_bytes": int(abytes) if abytes is not None else None,
+            "total_bytes": int(wbytes + (abytes or 0)),
+        })
+    worst = max(per_stage, key=lambda st: st["total_bytes"])
+    result = {
+        "weight_and_optimizer_bytes_per_gpu": max(st["weight_and_optimizer_bytes"]
+                                                  for st in per_stage),
+        "activation_bytes_per_gpu": per_stage[0]["activation_bytes"],
+        "total_bytes_per_gpu": worst["total_bytes"],
+        "most_loaded_pp_rank": worst["pp_rank"],
+        "precision": precision(layout),
+        "per_stage": per_stage,
+        "gpu_memory_bytes": int(layout.gpu_memory_gib * GIB) if layout.gpu_memory_gib else None,
+        "fits": (worst["total_bytes"] <= layout.gpu_memory_gib * GIB
+                 if layout.gpu_memory_gib else None),
+        "notes": "estimate: excludes CUDA context, NCCL buffers, allocator fragmentation "
+                 "and temporary buffers (typically several GiB)",
+    }
+    return result

@@ -1,0 +1,862 @@
+"""The layout rules of megatron-core 0.19.2, as a table.
+
+``RULES`` holds one ``Rule`` per check: its id, kind (``error`` makes the
+layout invalid, ``warning`` does not), the Megatron source that enforces it,
+the versions it was checked against, whether the checker is deliberately
+stricter than Megatron's argument/config validation (``stricter``: why),
+and ``check(ctx)`` which returns ``None`` or ``(message, fix)``.  Messages
+reproduce Megatron's text, typos and missing spaces included, wherever
+Megatron has one; tests/test_layout_rules.py triggers the real check and
+compares.  ``check(layout)`` applies every rule and returns a ``Result``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, NamedTuple, Optional
+
+from . import derive as D
+
+ARGS = "megatron/training/arguments.py validate_args"
+TC = "megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__"
+MPC = "megatron/core/model_parallel_config.py ModelParallelConfig.__post_init__"
+PS = "megatron/core/parallel_state.py initialize_model_parallel"
+SCHED = ("megatron/core/pipeline_parallel/schedules.py "
+         "forward_backward_pipelining_with_interleaving")
+BLOCK = "megatron/core/transformer/transformer_block.py get_num_layers_to_build"
+LAYOUT = "megatron/core/transformer/pipeline_parallel_layer_layout.py"
+UTILS = "megatron/core/utils.py ensure_divisibility (via ColumnParallelLinear/RowParallelLinear)"
+MAPPINGS = "megatron/core/tensor_parallel/mappings.py _split_along_first_dim"
+CALC = "megatron/core/num_microbatches_calculator.py ConstantNumMicroBatchesCalculator"
+V0192 = "0.19.2"
+
+
+class Rule(NamedTuple):
+    id: str
+    kind: str  # "error" or "warning"
+    source: str
+    versions: str
+    check: Callable
+    stricter: Optional[str] = None
+
+
+@dataclasses.dataclass
+class Violation:
+    rule: str
+    message: str
+    fix: str
+    source: str = ""
+
+
+@dataclasses.dataclass
+class Warning_:
+    rule: str
+    message: str
+    source: str = ""
+
+
+@dataclasses.dataclass
+class Result:
+    valid: bool
+    violations: list
+    warnings: list
+    derived: dict
+    skipped: list
+    memory: Optional[dict] = None
+
+    def to_dict(self):
+        return {
+            "valid": self.valid,
+            "violations": [dataclasses.asdict(v) for v in self.violations],
+            "warnings": [dataclasses.asdict(w) for w in self.warnings],
+            "derived": self.derived,
+            "memory": self.memory,
+            "skipped_rules": self.skipped,
+        }
+
+
+class Ctx:
+    """The layout plus the sizes every rule needs."""
+
+    def __init__(self, layout):
+        self.L = layout
+        self.tp = layout.tensor_model_parallel_size
+        self.pp = layout.pipeline_model_parallel_size
+        self.cp = layout.context_parallel_size
+        self.ep = layout.expert_model_parallel_size
+        self.etp = D.etp(layout)
+        self.world = layout.world_size
+        self.dp = D.data_parallel_size(layout)
+        self.vpp = D.virtual_pipeline_size(layout)
+        self.experts = D.num_experts(layout)
+
+
+class Skip(Exception):
+    """A rule whose inputs were not given."""
+
+
+def need(*values):
+    if any(v is None for v in values):
+        raise Skip()
+
+
+# ---------------------------------------------------------------- helpers
+
+def divisors(n):
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def nearest(values, target, k=3):
+    return sorted(sorted(values, key=lambda v: (abs(v - target), v))[:k])
+
+
+def fmt_list(values):
+    return ", ".join(str(v) for v in values)
+
+
+def multiples_around(n, step):
+    lo = (n // step) * step
+    return [v for v in (lo, lo + step) if v > 0]
+
+
+# ---------------------------------------------------------------- grid rules
+
+def world_divisible(c):
+    m = c.tp * c.pp * c.cp
+    if c.world % m == 0:
+        return None
+    ok = [t for t in divisors(c.world) if t <= c.world]
+    return (f"world size ({c.world}) is not divisible by total_model_size "
+            f"(total_model_size={m})",
+            f"use a world size that is a multiple of TP*PP*CP={m} "
+            f"(e.g. {fmt_list(multiples_around(c.world, m))}), or choose TP*PP*CP among the "
+            f"divisors of {c.world} nearest {m}: {fmt_list(nearest(ok, m))}")
+
+
+def expert_grid_divisible(c):
+    g = c.etp * c.ep * c.pp
+    if c.world % g == 0:
+        return None
+    return (f"world_size ({c.world}) is not divisible by "
+            f"expert_tensor_model_pipeline_parallel size ({g})",
+            f"make ETP*EP*PP divide the world size: with PP={c.pp}, ETP*EP must divide "
+            f"{c.world // c.pp if c.world % c.pp == 0 else 'world/PP'}; e.g. EP in "
+            f"{fmt_list([e for e in divisors(c.experts or c.ep) if c.world % (c.etp * e * c.pp) == 0][:6]) or 'none'}")
+
+
+def heads_tp(c):
+    h = c.L.num_attention_heads
+    need(h)
+    if h % c.tp == 0:
+        return None
+    return (f"num_attention_heads ({h}) must be a multiple of "
+            f"tensor_model_parallel_size ({c.tp}).",
+            f"use TP in {fmt_list(nearest([d for d in divisors(h)], c.tp))} (divisors of {h})")
+
+
+def query_groups_tp(c):
+    g = D.num_query_groups(c.L)
+    need(g)
+    if g % c.tp == 0 or c.tp % g == 0:
+        return None
+    return (f"num_query_groups ({g}) must be a multiple or divisor of "
+            f"tensor_model_parallel_size ({c.tp}).",
+            f"use TP that divides {g} or is a multiple of it, e.g. "
+            f"{fmt_list(nearest(divisors(g) + [g * k for k in (2, 4, 8)], c.tp))}")
+
+
+def hidden_heads(c):
+    h, a = c.L.hidden_size, c.L.num_attention_heads
+    need(h, a)
+    if c.L.kv_channels is not None or h % a == 0:
+        return None
+    return ("AssertionError (no message): assert args.hidden_size % "
+            "args.num_attention_heads == 0",
+            f"make --hidden-size a multiple of {a} heads, or set --kv-channels explicitly")
+
+
+def ep_needs_experts(c):
+    if c.ep == 1 or c.experts:
+        return None
+    return ("num_experts must be non None to use expert model parallelism",
+            "set --num-experts, or use --expert-model-parallel-size 1 for a dense model")
+
+
+def experts_ep(c):
+    if c.ep == 1 or not c.experts or c.experts % c.ep == 0:
+        return None
+    return ("Number of experts should be a multiple of expert model parallel_size.",
+            f"use EP in {fmt_list(nearest(divisors(c.experts), c.ep))} "
+            f"(divisors of {c.experts} experts)")
+
+
+def seq_cp(c):
+    s = c.L.seq_length
+    need(s)
+    if c.cp == 1 or s % (2 * c.cp) == 0:
+        return None
+    return ("seq-length should be a multiple of 2 * context-parallel-size "
+            "if context-parallel-size > 1.",
+            f"use --seq-length {fmt_list(multiples_around(s, 2 * c.cp))}, or CP in "
+            f"{fmt_list([d for d in divisors(s // 2) if d > 1][:6]) if s % 2 == 0 else '1'}")
+
+
+def max_pos(c):
+    m, s = c.L.max_position_embeddings, c.L.seq_length
+    need(m, s)
+    if m >= s:
+        return None
+    return (f"max_position_embeddings ({m}) must be greater than or equal to "
+            f"seq_length ({s}).", f"set --max-position-embeddings {s} or more")
+
+
+# ---------------------------------------------------------------- pipeline
+
+def vpp_exclusive(c):
+    L = c.L
+    given = [L.num_layers_per_virtual_pipeline_stage, L.num_virtual_stages_per_pipeline_rank,
+             L.pipeline_model_parallel_layout]
+    if sum(v is not None for v in given) <= 1:
+        return None
+    a, b, lay = given
+    return ("No more than one of the following arguments can be set at the same time: "
+            "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,"
+            "--pipeline-model-parallel-layout. "
+            f"args.num_layers_per_virtual_pipeline_stage={a!r}, "
+            f"args.num_virtual_stages_per_pipeline_rank={b!r}, "
+            f"args.pipeline_model_parallel_layout={lay!r}.",
+            "keep exactly one way of choosing the virtual pipeline size")
+
+
+def layout_string(c):
+    """Layout string: parse, stage count, and validate_layer_layout."""
+    L = c.L
+    text = L.pipeline_model_parallel_layout
+    if text is None:
+        return None
+    try:
+        stages = D.unroll_layout(text)
+    except ValueError as exc:
+        ch = str(exc)
+        return (f"Invalid layer character: {ch} (stage=..., layout_str=...), known layer "
+                f"characters: ['E', 'L', 't', 'm']",
+                "use only E (embedding), t (decoder layer), m (MTP layer), L (loss), '|' "
+                "between stages, '(...)*n' and 'x*n' repetition")
+    n = len(stages)
+    if n % c.pp:
+        return (f"The length of pipeline_model_parallel_layout must be divisible by "
+                f"pipeline_model_parallel_size (num_stages={n}, "
+                f"args.pipeline_model_parallel_size={c.pp})",
+                f"write {c.pp * max(1, round(n / c.pp))} stages, or use PP in "
+                f"{fmt_list(nearest(divisors(n), c.pp))}")
+    pp, vpp = c.pp, n // c.pp
+    flat = [ch for v in range(vpp) for r in range(pp) for ch in stages[v * pp + r]]
+    mtp = L.mtp_num_layers
+    checks = [
+        (bool(flat) and flat[0] == "E",
+         f"The first layer must be embedding, but got {_layer_repr(flat[:1])}"),
+        (bool(flat) and flat[-1] == "L",
+         f"The last layer must be loss, but got {_layer_repr(flat[-1:])}"),
+        (flat.count("E") == 1, "Embedding must be specified exactly once"),
+        (flat.count("L") == 1, "Loss must be specified exactly once"),
+        (L.num_layers is None or flat.count("t") == L.num_layers,
+         f"Number of decoder layers {flat.count('t')}must match num_layers {L.num_layers}"),
+        (flat.count("m") == mtp or (mtp is None and flat.count("m") == 0),
+         "Number of mtp layers in layout must match mtp_num_layers"),
+        ("m" not in flat or "t" not in flat[flat.index("m"):],
+         "decoder layers must be placed before MTP layers"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            return (message, "fix the layout string: one E first, one L last, "
+                    f"{L.num_layers} t in total, MTP layers (m) after all decoder layers")
+    return None
+
+
+def _layer_repr(chars):
+    return f"LayerType.{D.CHAR_TO_LAYER[chars[0]]}" if chars else "nothing"
+
+
+def layout_conflicts(c):
+    L = c.L
+    if L.pipeline_model_parallel_layout is None:
+        return None
+    if not (L.decoder_first_pipeline_num_layers is not None
+            or L.decoder_last_pipeline_num_layers is not None
+            or L.account_for_embedding_in_pipeline_split
+            or L.account_for_loss_in_pipeline_split):
+        return None
+    return ("pipeline_model_parallel_layout cannot be set with other pipeline layout arguments."
+            f" self.num_layers_in_first_pipeline_stage={L.decoder_first_pipeline_num_layers!r},"
+            f" self.num_layers_in_last_pipeline_stage={L.decoder_last_pipeline_num_layers!r},"
+            f" self.account_for_embedding_in_pipeline_split="
+            f"{L.account_for_embedding_in_pipeline_split!r},"
+            f" self.account_for_loss_in_pipeline_split={L.account_for_loss_in_pipeline_split!r}.",
+            "drop --decoder-first/last-pipeline-num-layers and --account-for-* when a "
+            "--pipeline-model-parallel-layout is given (write E and L into the layout)")
+
+
+def uneven_with_account(c):
+    L = c.L
+    uneven = (L.decoder_first_pipeline_num_layers is not None
+              or L.decoder_last_pipeline_num_layers is not None)
+    account = L.account_for_embedding_in_pipeline_split or L.account_for_loss_in_pipeline_split
+    if not uneven or not account or L.pipeline_model_parallel_layout is not None:
+        return None
+    return ("num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage cannot be"
+            "set at the same time with account_for_embedding_in_pipeline_split"
+            "and account_for_loss_in_pipeline_split",
+            "use either the uneven first/last stage sizes or --account-for-*-in-pipeline-split")
+
+
+def layers_per_vp_stage_flag(c):
+    """--num-layers-per-virtual-pipeline-stage arithmetic in validate_args."""
+    L = c.L
+    n = L.num_layers_per_virtual_pipeline_stage
+    if n is None or L.num_virtual_stages_per_pipeline_rank is not None \
+            or L.pipeline_model_parallel_layout is not None:
+        return None
+    if L.decoder_first_pipeline_num_layers is not None \
+            or L.decoder_last_pipeline_num_layers is not None:
+        return ("please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline "
+                "parallel degree when enable uneven pipeline parallelism",
+                "replace --num-layers-per-virtual-pipeline-stage by "
+                "--num-virtual-stages-per-pipeline-rank")
+    total = D.layers_for_split(L)
+    need(total)
+    if total % c.pp:
+        return ("number of layers of the model must be divisible pipeline model parallel size",
+                f"use PP in {fmt_list(nearest(divisors(total), c.pp))}")
+    per_stage = total // c.pp
+    if per_stage % n:
+        return ("number of layers per pipeline stage must be divisible number of layers per "
+                "virtual pipeline stage",
+                f"use --num-layers-per-virtual-pipeline-stage in "
+                f"{fmt_list(nearest(divisors(per_stage), n))}")
+    return None
+
+
+def even_split(c):
+    """validate_args, no VPP flag and no uneven stages: layers % PP."""
+    L = c.L
+    if any(v is not None for v in (L.num_layers_per_virtual_pipeline_stage,
+                                   L.num_virtual_stages_per_pipeline_rank,
+                                   L.pipeline_model_parallel_layout,
+                                   L.decoder_first_pipeline_num_layers,
+                                   L.decoder_last_pipeline_num_layers)):
+        return None
+    total = D.layers_for_split(L)
+    need(total)
+    if total % c.pp == 0:
+        return None
+    return ("Number of layers should be divisible by the pipeline-model-parallel size",
+            f"use PP in {fmt_list(nearest(divisors(total), c.pp))}, or uneven stages with "
+            f"--decoder-first-pipeline-num-layers/--decoder-last-pipeline-num-layers")
+
+
+def uneven_stages(c):
+    """TransformerConfig.__post_init__ 'Uneven PP' block."""
+    L = c.L
+    first, last = L.decoder_first_pipeline_num_layers, L.decoder_last_pipeline_num_layers
+    if (first is None and last is None) or L.pipeline_model_parallel_layout is not None:
+        return None
+    need(L.num_layers)
+    vpp = c.vpp
+    rest, middle = L.num_layers, c.pp
+    for name, value in (("first", first), ("last", last)):
+        if value is None:
+            continue
+        if value <= 0:
+            return (f"num_layers_in_{name}_pipeline_stage must be larger than 0",
+                    f"give --decoder-{name}-pipeline-num-layers a positive value")
+        if vpp is not None and value % vpp:
+            return (f"number of layers at {name} stage: {value}must be divisible by virtual "
+                    f"pipelineparallel degree {vpp}",
+                    f"use a multiple of {vpp} layers on the {name} stage")
+        rest -= value
+        middle -= 1
+    if bool(rest) != bool(middle):
+        return (f"Mismatch: {rest} middle layers remaining but {middle} middle PP stages "
+                f"available.", _uneven_fix(L.num_layers, c.pp, first, last))
+    if middle and rest % middle:
+        return (f"number of layers at middle stage: {rest} must be divisible bythe middle "
+                f"pipeline model parallel size {middle}", _uneven_fix(L.num_layers, c.pp, first, last))
+    if middle and vpp is not None and (rest // middle) % vpp:
+        return (f"number of layers on each middle pipeline rank:{rest // middle} must be "
+                f"divisible by virtualpipeline parallel degree {vpp}",
+                f"make the layers per middle stage a multiple of {vpp}")
+    return None
+
+
+def uneven_negative(c):
+    """Stricter: more first+last layers than the model has."""
+    L = c.L
+    first, last = L.decoder_first_pipeline_num_layers, L.decoder_last_pipeline_num_layers
+    if (first is None and last is None) or L.pipeline_model_parallel_layout is not None:
+        return None
+    need(L.num_layers)
+    rest = L.num_layers - (first or 0) - (last or 0)
+    middle = c.pp - (first is not None) - (last is not None)
+    if rest >= 0 and middle >= 0:
+        return None
+    return (f"the first/last stage sizes leave {rest} layers for {middle} middle stages",
+            _uneven_fix(L.num_layers, c.pp, first, last))
+
+
+def _uneven_fix(num_layers, pp, first, last):
+    options = []
+    for f in range(1, num_layers + 1):
+        for la in range(1, num_layers + 1):
+            rest, mid = num_layers - f - la, pp - 2
+            if pp >= 3 and rest > 0 and rest % mid == 0:
+                options.append((abs(f - (first or f)) + abs(la - (last or la)), f, la, rest // mid))
+    if not options:
+        return f"use an even split (PP dividing {num_layers})"
+    options.sort()
+    _, f, la, m = options[0]
+    return (f"e.g. --decoder-first-pipeline-num-layers {f} --decoder-last-pipeline-num-layers "
+            f"{la} ({m} layers on each of the {pp - 2} middle stages)")
+
+
+def account_split(c):
+    """TransformerConfig: --account-for-* with VPP (validate_args skips it)."""
+    L = c.L
+    if not (L.account_for_embedding_in_pipeline_split or L.account_for_loss_in_pipeline_split):
+        return None
+    if L.pipeline_model_parallel_layout is not None or L.decoder_first_pipeline_num_layers \
+            is not None or L.decoder_last_pipeline_num_layers is not None:
+        return None
+    if L.num_virtual_stages_per_pipeline_rank is None or c.vpp is None:
+        return None  # validate_args' own checks (even_split, layers_per_vp_stage_flag) apply
+    total = D.layers_for_split(L)
+    need(total)
+    if total % c.pp:
+        return (f"num_layers: {total} after enableaccount_for_embedding_in_pipeline_split or "
+                f"account_for_loss_in_pipeline_split must be divisibleby "
+                f"pipeline_model_parallel_size {c.pp}",
+                f"use PP in {fmt_list(nearest(divisors(total), c.pp))}")
+    per_rank = total // c.pp
+    if per_rank % c.vpp:
+        return (f"number of layers on each pipeline rank: {per_rank}(after enable "
+                f"account_for_embedding_in_pipeline_split or account_for_loss_in_pipeline_split)"
+                f" must be divisible byvirtual_pipeline_model_parallel_size{c.vpp}",
+                f"use --num-virtual-stages-per-pipeline-rank in "
+                f"{fmt_list(nearest(divisors(per_rank), c.vpp))}")
+    return None
+
+
+def vpp_even_build(c):
+    """Stricter: --num-virtual-stages-per-pipeline-rank with an even split is
+    not checked by validate_args or TransformerConfig; the model build asserts."""
+    L = c.L
+    if L.num_virtual_stages_per_pipeline_rank is None or c.vpp is None:
+        return None
+    if L.pipeline_model_parallel_layout is not None or L.account_for_embedding_in_pipeline_split \
+            or L.account_for_loss_in_pipeline_split or L.decoder_first_pipeline_num_layers \
+            is not None or L.decoder_last_pipeline_num_layers is not None:
+        return None
+    need(L.num_layers)
+    n = L.num_layers
+    if n % c.pp:
+        return (f"num_layers={n} should be divisible by config.pipeline_model_parallel_size={c.pp}",
+                f"use PP in {fmt_list(nearest(divisors(n), c.pp))}")
+    per_rank = n // c.pp
+    if per_rank % c.vpp:
+        return (f"num_layers_per_pipeline_rank {per_rank}             should be divisible by "
+                f"vp_size {c.vpp}",
+                f"use --num-virtual-stages-per-pipeline-rank in "
+                f"{fmt_list(nearest(divisors(per_rank), c.vpp))}")
+    return None
+
+
+def vpp_needs_pp(c):
+    if c.vpp is None:
+        return None
+    if c.L.overlap_p2p_comm and c.pp <= 1:
+        return ("When interleaved schedule is used, pipeline-model-parallel size should be "
+                "greater than 1", "drop the virtual pipeline flags or use PP > 1")
+    if not c.L.overlap_p2p_comm and c.pp <= 2:
+        return ("When interleaved schedule is used and p2p communication overlap is disabled, "
+                "pipeline-model-parallel size should be greater than 2 to avoid having multiple "
+                "p2p sends and recvs between same 2 ranks per communication batch",
+                "use PP > 2, or drop --no-overlap-p2p-communication")
+    return None
+
+
+# ---------------------------------------------------------------- batch
+
+def global_batch(c):
+    L = c.L
+    need(L.micro_batch_size, c.dp, L.global_batch_size)
+    step = L.micro_batch_size * c.dp
+    if L.global_batch_size % step == 0:
+        return None
+    g = L.global_batch_size
+    return (f"eval_global_batch_size ({g}) must be divisible by eval_micro_batch_size "
+            f"({L.micro_batch_size}) * data_parallel_size ({c.dp})",
+            f"use --global-batch-size {fmt_list(multiples_around(g, step))} (multiples of "
+            f"micro {L.micro_batch_size} x DP {c.dp}), or --micro-batch-size in "
+            f"{fmt_list([m for m in divisors(g) if (g // m) % c.dp == 0][:6]) or 'none'}")
+
+
+def interleaved_group(c):
+    if c.vpp is None:
+        return None
+    m = D.num_microbatches(c.L)
+    need(m)
+    group = c.L.microbatch_group_size_per_vp_stage or c.pp
+    if group > m or group < c.pp:
+        return ("The number of contiguous micro-batches in a virtual pipeline stage"
+                f"should range in [PP={c.pp} , M={m}]",
+                f"use at least {c.pp} microbatches per step (global batch >= "
+                f"{c.pp * c.L.micro_batch_size * c.dp}) and a group size in [{c.pp}, {m}]")
+    rem = m % group
+    if 0 < rem < c.pp:
+        return ("The remainder of M (the total micro-batches) divided by N (number of "
+                "contiguous micro-batches in a virtual pipeline stage) should be 0, or larger "
+                f"than or equal to the pipeline-parallel size, but it is {rem}. Otherwise, it "
+                "introduces dependency bubbles in the pipeline and reduces throughput.",
+                f"make the number of microbatches ({m}) a multiple of {group}, e.g. "
+                f"{fmt_list(multiples_around(m, group))}")
+    return None
+
+
+# ---------------------------------------------------------------- sizes at model build
+
+def ffn_tp(c):
+    f = D.ffn_hidden_size(c.L)
+    need(f)
+    if f % c.tp == 0:
+        return None
+    return (f"{f} is not divisible by {c.tp}",
+            f"use --ffn-hidden-size {fmt_list(multiples_around(f, c.tp))}")
+
+
+def moe_ffn_etp(c):
+    f = D.moe_ffn_hidden_size(c.L)
+    if f is None or f % c.etp == 0:
+        return None
+    return (f"{f} is not divisible by {c.etp}",
+            f"use --moe-ffn-hidden-size {fmt_list(multiples_around(f, c.etp))} or another ETP")
+
+
+def sp_sequence(c):
+    s = c.L.seq_length
+    need(s)
+    if not D.sequence_parallel(c.L):
+        return None
+    local = s // c.cp
+    if local % c.tp == 0:
+        return None
+    return ("First dimension of the tensor should be divisible by tensor parallel size",
+            f"make seq-length / CP ({local}) a multiple of TP={c.tp}")
+
+
+# ---------------------------------------------------------------- features
+
+def mtp_position(c):
+    L = c.L
+    if not L.mtp_num_layers or L.position_embedding_type in ("rope", "none"):
+        return None
+    return (f"Multi-Token Prediction (MTP) is not supported with {L.position_embedding_type} "
+            "position embedding type.The supported position embedding types are rope and none.",
+            "use --position-embedding-type rope (or none) with --mtp-num-layers")
+
+
+def recompute_selective_method(c):
+    if D.recompute_granularity(c.L) != "selective" or c.L.recompute_method is None:
+        return None
+    return ("recompute method is not yet supported for selective recomputing granularity",
+            "drop --recompute-method with selective recompute")
+
+
+def recompute_full(c):
+    L = c.L
+    if D.recompute_granularity(L) != "full":
+        return None
+    if L.recompute_method is None:
+        return ("Using recompute_granularity: full so recompute_method must be \"block\" or "
+                "\"uniform\"", "add --recompute-method uniform (or block)")
+    if L.recompute_num_layers is None:
+        need(L.num_layers)
+        return ("When using recompute_granularity: full recompute_num_layers must be between 1 "
+                f"and num_layers_per_pipeline_rank: {L.num_layers // c.pp}",
+                "add --recompute-num-layers N")
+    return None
+
+
+def recompute_selective_layers(c):
+    if D.recompute_granularity(c.L) != "selective" or c.L.recompute_num_layers is None:
+        return None
+    return ("When using recompute_granularity: selective recompute_num_layers must be None.",
+            "drop --recompute-num-layers with selective recompute")
+
+
+FSDP2_RULES = (
+    (lambda L: L.pipeline_model_parallel_size == 1,
+     "--use-torch-fsdp2 is not supported with pipeline parallelism", "use PP=1 with FSDP2"),
+    (lambda L: L.expert_model_parallel_size == 1,
+     "--use-torch-fsdp2 is not supported with expert parallelism", "use EP=1 with FSDP2"),
+    (lambda L: not L.use_distributed_optimizer,
+     "--use-torch-fsdp2 is not supported with MCore's distributed optimizer",
+     "drop --use-distributed-optimizer (FSDP2 shards the optimizer itself)"),
+    (lambda L: L.ckpt_format in ("torch_dist", "torch_dcp"),
+     "--use-torch-fsdp2 requires --ckpt-format torch_dist or torch_dcp",
+     "use --ckpt-format torch_dist"),
+    (lambda L: L.untie_embeddings_and_output_weights,
+     "--use-torch-fsdp2 requires --untie-embeddings-and-output-weights",
+     "add --untie-embeddings-and-output-weights"),
+    (lambda L: not L.fp16, "--use-torch-fsdp2 not supported with fp16 yet", "use --bf16"),
+)
+
+
+def torch_fsdp2(c):
+    if not c.L.use_torch_fsdp2:
+        return None
+    for ok, message, fix in FSDP2_RULES:
+        if not ok(c.L):
+            return message, fix
+    return None
+
+
+def megatron_fsdp_ckpt(c):
+    L = c.L
+    if L.use_megatron_fsdp and L.ckpt_format != "fsdp_dtensor":
+        return ("Megatron-FSDP requires the `fsdp_dtensor` checkpointing format.",
+                "add --ckpt-format fsdp_dtensor")
+    if L.ckpt_format == "fsdp_dtensor" and not L.use_megatron_fsdp:
+        return ("--ckpt-format fsdp_dtensor is only tested with Megatron FSDP.",
+                "add --use-megatron-fsdp or use --ckpt-format torch_dist")
+    return None
+
+
+def torch_dcp(c):
+    L = c.L
+    if L.ckpt_format != "torch_dcp":
+        return None
+    if not L.use_torch_fsdp2:
+        return ("--ckpt-format torch_dcp is only tested with FSDP.", "add --use-torch-fsdp2")
+    if c.tp > 1:
+        return ("--ckpt-format torch_dcp is not tested with megatron tensor parallelism.",
+                "use TP=1 or --ckpt-format torch_dist")
+    if c.pp > 1:
+        return ("--ckpt-format torch_dcp is not tested with megatron pipeline parallelism.",
+                "use PP=1 or --ckpt-format torch_dist")
+    return None
+
+
+# ---------------------------------------------------------------- warnings
+
+def w_sp_without_tp(c):
+    if c.L.sequence_parallel and c.tp == 1:
+        return ("Disabling sequence parallelism because tensor model parallelism is disabled",
+                None)
+    return None
+
+
+def w_moe_tp_without_sp(c):
+    if c.ep > 1 and c.tp > 1 and not c.L.sequence_parallel:
+        return ("When using expert parallelism and tensor parallelism for training, sequence "
+                "parallelism must be used", "add --sequence-parallel")
+    if c.experts and c.tp > 1 and not c.L.sequence_parallel:
+        return ("MoE with TP > 1 and no --sequence-parallel: each TP rank routes the full "
+                "sequence; Megatron warns once EP > 1", "add --sequence-parallel")
+    return None
+
+
+def w_tp_without_sp(c):
+    if c.tp > 1 and not c.L.sequence_parallel and not c.experts:
+        return (f"TP={c.tp} without --sequence-parallel: LayerNorm/dropout activations are "
+                "replicated on every TP rank", "add --sequence-parallel")
+    return None
+
+
+def w_tp_across_nodes(c):
+    n = c.L.gpus_per_node
+    for name, size in (("TP", c.tp), ("ETP", c.etp)):
+        if size > 1 and (size > n or n % size):
+            return (f"{name}={size} groups span nodes ({n} GPUs per node): every layer's "
+                    "all-reduce/all-gather crosses the inter-node network",
+                    f"keep {name} within a node: {name} in {fmt_list([d for d in divisors(n)])}")
+    return None
+
+
+def w_query_groups_ignored(c):
+    L = c.L
+    if L.group_query_attention or L.num_query_groups in (None, 1):
+        return None
+    return (f"--num-query-groups {L.num_query_groups} is ignored without "
+            "--group-query-attention: the model is built with num_query_groups = "
+            f"num_attention_heads ({L.num_attention_heads})", "add --group-query-attention")
+
+
+def w_moe_ffn_default(c):
+    if c.experts and c.L.moe_ffn_hidden_size is None:
+        return ("moe_ffn_hidden_size is not set, using ffn_hidden_size for MoE instead.",
+                "set --moe-ffn-hidden-size explicitly")
+    return None
+
+
+def w_global_batch_default(c):
+    L = c.L
+    if L.global_batch_size is None and L.micro_batch_size is not None and c.dp is not None:
+        return (f"setting global batch size to {L.micro_batch_size * c.dp}: without "
+                "--global-batch-size the batch grows with DP", "set --global-batch-size")
+    return None
+
+
+def w_vpp_one(c):
+    L = c.L
+    if c.vpp is None and (L.num_layers_per_virtual_pipeline_stage is not None
+                          or L.num_virtual_stages_per_pipeline_rank == 1):
+        per = D.layers_for_split(L)
+        if L.num_virtual_stages_per_pipeline_rank == 1 or (
+                per is not None and per % c.pp == 0
+                and per // c.pp == L.num_layers_per_virtual_pipeline_stage):
+            return ("the virtual pipeline size works out to 1, so Megatron silently uses the "
+                    "non-interleaved schedule", "use a smaller --num-layers-per-virtual-"
+                    "pipeline-stage (or a larger --num-virtual-stages-per-pipeline-rank)")
+    return None
+
+
+def w_few_microbatches(c):
+    m = D.num_microbatches(c.L)
+    if m is None or c.pp == 1 or m >= c.pp:
+        return None
+    return (f"{m} microbatches for PP={c.pp}: the pipeline never fills (bubble "
+            f"{(c.pp - 1) / (m + c.pp - 1):.0%})",
+            f"use at least {4 * c.pp} microbatches (larger global batch or smaller micro batch)")
+
+
+def w_missing_model(c):
+    L = c.L
+    missing = [f for f, v in (("--num-layers", L.num_layers), ("--hidden-size", L.hidden_size),
+                              ("--num-attention-heads", L.num_attention_heads),
+                              ("--max-position-embeddings", L.max_position_embeddings),
+                              ("--micro-batch-size", L.micro_batch_size)) if v is None]
+    if not missing:
+        return None
+    return (f"not given: {' '.join(missing)} (Megatron-LM requires them); rules that need "
+            "them were skipped", "paste the full flag list for a complete check")
+
+
+def w_cuda_max_connections(c):
+    fsdp = c.L.use_megatron_fsdp or c.L.use_torch_fsdp2
+    if fsdp:
+        return ("FSDP: Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS is not 1 "
+                "('FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset.')",
+                "leave CUDA_DEVICE_MAX_CONNECTIONS unset (or > 1)")
+    if c.tp > 1 or c.cp > 1:
+        return ("TP > 1 or CP > 1: on GPUs before Blackwell (compute capability < 10) "
+                "Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1",
+                "export CUDA_DEVICE_MAX_CONNECTIONS=1 on Ampere/Hopper")
+    return None
+
+
+def w_megatron_fsdp_distopt(c):
+    if c.L.use_megatron_fsdp and not c.L.use_distributed_optimizer:
+        return ("Megatron-FSDP is only compatible with --use-distributed-optimizer. Using "
+                "DistributedOptimizer...", "add --use-distributed-optimizer to be explicit")
+    return None
+
+
+def w_cp_fsdp(c):
+    if (c.tp > 1 or c.cp > 1) and (c.L.use_torch_fsdp2 or c.L.use_megatron_fsdp):
+        return ("TP/CP with FSDP: they want different CUDA_DEVICE_MAX_CONNECTIONS settings "
+                "(Megatron-LM warns on GPUs before Blackwell)", None)
+    return None
+
+
+def _r(id, kind, source, check, stricter=None, versions=V0192):
+    return Rule(id, kind, source, versions, check, stricter)
+
+
+RULES = (
+    _r("world-divisible", "error", ARGS + "; " + PS, world_divisible),
+    _r("expert-grid-divisible", "error", PS, expert_grid_divisible),
+    _r("heads-divisible-by-tp", "error", TC, heads_tp),
+    _r("query-groups-vs-tp", "error", TC, query_groups_tp,
+       versions="0.16.0-0.19.2 (multiple or divisor); 0.15.x: multiple only"),
+    _r("hidden-divisible-by-heads", "error", ARGS, hidden_heads),
+    _r("ep-needs-experts", "error", ARGS, ep_needs_experts),
+    _r("experts-divisible-by-ep", "error", ARGS, experts_ep),
+    _r("seq-divisible-by-2cp", "error", ARGS, seq_cp),
+    _r("max-position-covers-seq", "error", ARGS, max_pos),
+    _r("vpp-options-exclusive", "error", ARGS, vpp_exclusive),
+    _r("pipeline-layout", "error", ARGS + "; " + LAYOUT, layout_string),
+    _r("pipeline-layout-conflicts", "error", TC, layout_conflicts),
+    _r("uneven-with-account-split", "error", TC, uneven_with_account),
+    _r("layers-per-virtual-stage", "error", ARGS, layers_per_vp_stage_flag),
+    _r("layers-divisible-by-pp", "error", ARGS, even_split),
+    _r("uneven-stages", "error", TC, uneven_stages),
+    _r("uneven-stages-overflow", "error", TC, uneven_negative,
+       stricter="TransformerConfig accepts first+last > num_layers when a middle stage count "
+                "divides the negative remainder; the model cannot be built"),
+    _r("account-split-with-vpp", "error", TC, account_split),
+    _r("vpp-layers-at-build", "error", BLOCK, vpp_even_build,
+       stricter="validate_args and TransformerConfig accept it; get_num_layers_to_build "
+                "asserts when the model is built"),
+    _r("interleaved-needs-pp", "error", ARGS, vpp_needs_pp),
+    _r("global-batch-divisible", "error", ARGS + "; " + CALC, global_batch),
+    _r("interleaved-microbatch-group", "error", SCHED, interleaved_group,
+       stricter="raised by the interleaved schedule at the first training step, not at "
+                "argument validation"),
+    _r("ffn-divisible-by-tp", "error", UTILS, ffn_tp,
+       stricter="raised when the MLP is built, not at argument validation"),
+    _r("moe-ffn-divisible-by-etp", "error", UTILS, moe_ffn_etp,
+       stricter="raised when the experts are built, not at argument validation"),
+    _r("sequence-parallel-seq-divisible", "error", MAPPINGS, sp_sequence,
+       stricter="raised in the first forward pass (scatter to the sequence-parallel region)"),
+    _r("mtp-position-embedding", "error", ARGS, mtp_position),
+    _r("recompute-selective-method", "error", ARGS, recompute_selective_method),
+    _r("recompute-full-settings", "error", TC, recompute_full),
+    _r("recompute-selective-layers", "error", TC, recompute_selective_layers),
+    _r("torch-fsdp2", "error", ARGS, torch_fsdp2),
+    _r("megatron-fsdp-ckpt-format", "error", ARGS, megatron_fsdp_ckpt),
+    _r("torch-dcp", "error", ARGS, torch_dcp),
+    _r("incomplete-input", "warning", ARGS, w_missing_model),
+    _r("sp-without-tp", "warning", ARGS, w_sp_without_tp),
+    _r("moe-tp-without-sp", "warning", MPC, w_moe_tp_without_sp),
+    _r("tp-without-sp", "warning", "Korthikanti et al. 2022, Table 2", w_tp_without_sp),
+    _r("tp-across-nodes", "warning", "rank order tp-cp-ep-dp-pp (" + PS + ")", w_tp_across_nodes),
+    _r("query-groups-ignored", "warning",
+       "megatron/training/argument_utils.py core_transformer_config_from_args",
+       w_query_groups_ignored),
+    _r("moe-ffn-default", "warning", ARGS, w_moe_ffn_default),
+    _r("global-batch-default", "warning", ARGS, w_global_batch_default),
+    _r("virtual-pipeline-is-one", "warning", ARGS, w_vpp_one),
+    _r("few-microbatches", "warning", "megatron/core/pipeline_parallel/schedules.py",
+       w_few_microbatches),
+    _r("cuda-device-max-connections", "warning", ARGS, w_cuda_max_connections),
+    _r("megatron-fsdp-forces-distopt", "warning", ARGS, w_megatron_fsdp_distopt),
+    _r("fsdp-with-tp-cp", "warning", ARGS, w_cp_fsdp),
+)
+
+RULES_BY_ID = {r.id: r for r in RULES}
+
+
+def check(layout, rules=RULES, with_memory=True) -> Result:
+    """Apply every rule; never stops at the first violation."""
+    ctx = Ctx(layout)
+    violations, warnings, skipped = [], [], []
+    for rule in rules:
+        try:
+            found = rule.check(ctx)
+        except Skip:
+            skipped.append(rule.id)
+            continue
+        if found is None:
+            continue
+        message, fix = found
+        if rule.kind == "error":
+            violations.append(Violation(rule.id, message, fix or "", rule.source))
+        else:
+            text = message if not fix else f"{message} (suggestion: {fix})"
+            warnings.append(Warning_(rule.id, text, rule.source))
+    derived = D.derive(layout)
+    mem = None
+    if with_memory:
+        from . import memory
+        mem = memory.estimate(layout)
+    return Result(not violations, violations, warnings, derived, skipped, mem)
