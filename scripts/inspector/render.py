@@ -54,15 +54,24 @@ def _megatron_lines(m):
         lines.append("  TE names set to None: " + ", ".join(te["none"]))
     if m.get("note"):
         lines.append("  note: " + m["note"])
+    if m.get("probe_incomplete"):
+        lines.append("  probe incomplete: " + _short(m["probe_incomplete"]))
     return lines
 
 
 def _object_lines(objs):
     ok = [k for k, v in objs.items() if v.get("status") == "available"]
     lines = ["objects: %d of %d available" % (len(ok), len(objs))]
+    groups = {}
     for key, v in objs.items():
         if v.get("status") != "available":
-            lines.append("  %-13s %s  %s" % (v.get("status"), key, _short(v.get("reason", ""), 100)))
+            groups.setdefault((v.get("status"), v.get("reason", "")), []).append(key)
+    for (status, reason), keys in groups.items():
+        if len(keys) > 3:
+            lines.append("  %-13s %d objects: %s" % (status, len(keys), _short(reason, 120)))
+            continue
+        for key in keys:
+            lines.append("  %-13s %s  %s" % (status, key, _short(reason, 100)))
     return lines
 
 
@@ -118,17 +127,11 @@ def _optional_sections(report):
             lines.append("  cuda forward: %s" % tiny["cuda_forward"])
     refs = report.get("references")
     if refs:
-        lines.append(_line("references", refs, "%s of %s facts do not hold here" % (
-            refs.get("failed_count"), refs.get("checked")) if refs.get("status") == "available" else ""))
-        for r in refs.get("failed", [])[:50]:
-            lines.append("  - " + _short(_fact_text(r), 200))
+        summary = ("%s of %s facts do not hold here, %s could not be checked" % (
+            refs.get("does_not_hold_count"), refs.get("checked"), refs.get("could_not_check_count"))
+            if refs.get("status") == "available" else "")
+        lines.append(_line("references", refs, summary))
+        for r in refs.get("does_not_hold", []):
+            lines.append("  - %s %s [%s]: %s" % (r.get("status"), r.get("id"), r.get("source"),
+                                                 _short(r.get("detail", ""), 160)))
     return lines
-
-
-def _fact_text(result):
-    if isinstance(result, dict):
-        fact = result.get("fact", result)
-        name = fact.get("name") or fact.get("text") or fact if isinstance(fact, dict) else fact
-        detail = result.get("detail") or result.get("reason") or result.get("actual") or ""
-        return "%s: %s" % (name, detail)
-    return str(result)

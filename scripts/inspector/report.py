@@ -120,7 +120,7 @@ def torch_entry(res, timeout):
     return facts
 
 
-def megatron_entries(res, object_keys, timeout):
+def megatron_entries(res, object_keys, timeout, requested_fields=None):
     facts = res["facts"]
     failed = _child_failed(res, timeout)
     core = dict(facts.get("megatron_core") or {})
@@ -141,10 +141,12 @@ def megatron_entries(res, object_keys, timeout):
             status, reason = failed or ("error", "not reached by the probe")
             entry = {"status": status, "signature": None, "reason": reason}
         objs[key] = entry
+    if failed:
+        core["probe_incomplete"] = failed[1]
     extra = {}
     if "config_fields" in facts:
         extra["config_fields"] = facts["config_fields"]
-    elif failed:
+    elif failed and requested_fields is not None:
         extra["config_fields"] = {"error": failed[1]}
     return core, objs, extra
 
@@ -227,28 +229,25 @@ def tiny_model_entry(res, timeout):
     return entry
 
 
+DOES_NOT_HOLD = ("mismatch", "missing")  # reference_facts.check_fact statuses
+
+
 def references_entry(res, timeout, opts):
+    """Drift check: facts from references/*.md that do not hold in this installation."""
     entry = {"references_dir": opts["references_dir"]}
     failed = _child_failed(res, timeout)
     if failed:
         entry["status"], entry["reason"] = failed
         return entry
     results = res["facts"].get("results", [])
-    entry.update({"status": "available", "fact_count": res["facts"].get("fact_count"),
-                  "failed": [r for r in results if not _fact_holds(r)],
-                  "checked": len(results)})
-    entry["failed_count"] = len(entry["failed"])
+    entry.update({"status": "available", "checked": len(results),
+                  "does_not_hold": [r for r in results if r.get("status") in DOES_NOT_HOLD],
+                  "could_not_check": [r for r in results if r.get("status") == "error"]})
+    entry["does_not_hold_count"] = len(entry["does_not_hold"])
+    entry["could_not_check_count"] = len(entry["could_not_check"])
+    if not results:
+        entry["reason"] = "no checkable facts found under %s" % opts["references_dir"]
     return entry
-
-
-def _fact_holds(result):
-    if isinstance(result, dict):
-        for key in ("holds", "ok", "passed"):
-            if key in result:
-                return bool(result[key])
-        if "status" in result:
-            return result["status"] in ("ok", "holds", "pass", "passed", "true")
-    return bool(result)
 
 
 def collect(options=None):
@@ -258,7 +257,8 @@ def collect(options=None):
     jobs, absent, object_keys = plan_jobs(opts)
     results = run_children(jobs, opts["python"], opts["timeout"], _child_env(opts))
     torch_facts = torch_entry(results["torch"], opts["timeout"])
-    core, objs, extra = megatron_entries(results["megatron"], object_keys, opts["timeout"])
+    core, objs, extra = megatron_entries(results["megatron"], object_keys, opts["timeout"],
+                                         opts["config_fields"])
     kernels = {}
     for name, spec in probes.KERNELS.items():
         kernels[name] = kernel_entry(name, spec, results.get("kernel:" + name),
