@@ -21,6 +21,7 @@ Hooks used by inspector.cli: ``add_arguments(parser)``, ``wants_cluster(args)``,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -141,7 +142,7 @@ def build_layout(args, info):
     if not getattr(args, "layout", False):
         changed = _layout_defaults_changed(args, flags)
         if changed:
-            raise BadArguments(f"{', '.join(changed)} only apply with --layout")
+            raise BadArguments(f"{', '.join(changed)}: only used with --layout")
         return None
     from parallel_layout.errors import BadInput
 
@@ -150,7 +151,7 @@ def build_layout(args, info):
         layout = flags.layout_from_namespace(ns)
     except BadInput as exc:
         raise BadArguments(str(exc)) from None
-    result = rules.check(layout)
+    result = rules.check(layout, with_memory=False)
     kwargs = {dst: getattr(layout, src) for src, dst in INIT_KWARGS}
     vpp = _virtual_pipeline_size(layout, result)
     if vpp is not None:
@@ -186,15 +187,18 @@ def layout_summary(layout, result) -> dict:
         "input": dict(given, world_size=layout.world_size),
         "valid": bool(result.valid),
         "violations": [_as_dict(v) for v in getattr(result, "violations", [])],
+        "warnings": [_as_dict(w) for w in getattr(result, "warnings", [])],
     }
     return out
 
 
 def _as_dict(item) -> dict:
-    if hasattr(item, "_asdict"):
-        return dict(item._asdict())
-    if hasattr(item, "__dict__"):
-        return dict(vars(item))
+    import dataclasses
+
+    if dataclasses.is_dataclass(item):
+        return dataclasses.asdict(item)
+    if isinstance(item, dict):
+        return dict(item)
     return {"message": str(item)}
 
 
@@ -278,14 +282,20 @@ def resolve_backend(requested: str) -> str:
 
 def _coordinate(rdv, info, args, layout_parts, timeout: float) -> dict:
     world = range(info.world_size)
+    start = time.monotonic()
     posts = rdv.collect("report", world, Deadline(timeout))
+    timings = {"gather_wait_s": round(time.monotonic() - start, 3)}
     hello = {r for r in world if r in posts or rdv.has(f"hello/{r}")}
     go = bool(layout_parts) and len(posts) == info.world_size
     rdv.post("plan", {"layout": go}, rank=0)
     records = None
     if go:
+        start = time.monotonic()
         records = _groups_phase(rdv, info, args, layout_parts, timeout, collect=True)
-    summary = summarize(info, args, posts, hello, layout_parts, records, skipped_layout=bool(layout_parts) and not go)
+        timings["groups_s"] = round(time.monotonic() - start, 3)
+    summary = summarize(info, args, posts, hello, layout_parts, records,
+                        skipped_layout=bool(layout_parts) and not go)
+    summary["timings"] = timings
     return summary
 
 
@@ -383,17 +393,22 @@ def refuse_layout(info, args, layout_parts) -> int:
             "exit_code": 1,
             "layout": dict(layout_summary(layout, result), refused="the layout is invalid for "
                            f"world size {info.world_size}; no process group was built"),
+            # Evidence for the line above: without torch there is no process group.
+            "torch_imported": "torch" in sys.modules,
         }
         _emit(summary, args)
     return 1
 
 
-def _emit(summary: dict, args) -> None:
-    if getattr(args, "json", False):
-        print(json.dumps(summary, indent=2, sort_keys=False, default=str))
-    else:
-        print(cluster_render.render(summary))
-    sys.stdout.flush()
+def _emit(summary: dict, args, out=None) -> None:
+    text = (
+        json.dumps(summary, indent=2, sort_keys=False, default=str)
+        if getattr(args, "json", False)
+        else cluster_render.render(summary)
+    )
+    out = out or sys.stdout
+    out.write(text + "\n")
+    out.flush()
 
 
 def _worker(rdv, info, args, layout_parts, timeout: float) -> int:
@@ -429,13 +444,17 @@ def main(args) -> int:
     if layout_parts and not layout_parts[1].valid:
         return refuse_layout(info, args, layout_parts)
     try:
-        return _run(info, args, layout_parts, timeout)
+        # stdout carries rank 0's summary only (one JSON object with --json); anything
+        # megatron or torch prints from Python goes to stderr instead.
+        out = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            return _run(info, args, layout_parts, timeout, out)
     except Exception as exc:  # never a traceback from a rank; say where and why
         _say(info, f"distributed check failed: {type(exc).__name__}: {exc}")
         return 1
 
 
-def _run(info, args, layout_parts, timeout: float) -> int:
+def _run(info, args, layout_parts, timeout: float, out) -> int:
     from .cluster_store import Rendezvous
 
     try:
@@ -451,7 +470,7 @@ def _run(info, args, layout_parts, timeout: float) -> int:
     if info.rank != 0:
         return _worker(rdv, info, args, layout_parts, timeout)
     summary = _coordinate(rdv, info, args, layout_parts, timeout)
-    _emit(summary, args)
+    _emit(summary, args, out)
     rdv.post("verdict", {"exit_code": summary["exit_code"]}, rank=0)
     live = [r for r in range(1, info.world_size) if r not in summary["silent_ranks"]]
     rdv.collect("ack", live, Deadline(min(ACK_WAIT_S, timeout)))

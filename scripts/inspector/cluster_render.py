@@ -61,6 +61,8 @@ def _groups(section: dict) -> List[str]:
                 if g["hung_ranks"]:
                     bad.append(f"hung {_ranks(g['hung_ranks'])}")
                 cells.append(f"[{members}] FAIL ({'; '.join(bad)})")
+        if kind.get("matches_prediction") is False:
+            cells.append("(differs from scripts/check_parallel_layout.py --ranks)")
         lines.append(f"  {kind['kind']:<19} " + "  ".join(cells))
         for g in kind["groups"]:
             for rank, err in (g.get("errors") or {}).items():
