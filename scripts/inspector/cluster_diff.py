@@ -45,8 +45,6 @@ def flatten(obj, prefix: str = "") -> Dict[str, object]:
     """Nested dicts/lists -> {dotted path: scalar}. Lists of scalars stay one value."""
     out: Dict[str, object] = {}
     if isinstance(obj, Mapping):
-        if not obj and prefix:
-            out[prefix] = "{}"
         for key, value in obj.items():
             path = f"{prefix}.{key}" if prefix else str(key)
             out.update(flatten(value, path))
