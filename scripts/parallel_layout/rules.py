@@ -138,11 +138,13 @@ def expert_grid_divisible(c):
     g = c.etp * c.ep * c.pp
     if c.world % g == 0:
         return None
+    if c.ep == 1 and c.etp == c.tp and c.world % (c.tp * c.pp * c.cp):
+        return None  # implied by world-divisible; Megatron stops there first
+    eps = [e for e in divisors(c.experts or c.ep) if c.world % (c.etp * e * c.pp) == 0]
     return (f"world_size ({c.world}) is not divisible by "
             f"expert_tensor_model_pipeline_parallel size ({g})",
-            f"make ETP*EP*PP divide the world size: with PP={c.pp}, ETP*EP must divide "
-            f"{c.world // c.pp if c.world % c.pp == 0 else 'world/PP'}; e.g. EP in "
-            f"{fmt_list([e for e in divisors(c.experts or c.ep) if c.world % (c.etp * e * c.pp) == 0][:6]) or 'none'}")
+            f"make ETP*EP*PP divide the world size {c.world}: e.g. EP in {fmt_list(eps[-4:])}"
+            if eps else f"make ETP*EP*PP divide the world size {c.world} (change ETP or PP)")
 
 
 def heads_tp(c):
@@ -646,6 +648,25 @@ def torch_dcp(c):
     return None
 
 
+def moe_bias_etp(c):
+    if not c.experts or not c.L.add_bias_linear or c.etp == 1:
+        return None
+    return ("Bias in Moe is only supported when ETP==1",
+            "add --disable-bias-linear, or use --expert-tensor-parallel-size 1")
+
+
+def moe_ffn_without_experts(c):
+    L = c.L
+    if c.experts or L.moe_ffn_hidden_size is None:
+        return None
+    freq = L.moe_layer_freq
+    if (isinstance(freq, list) and 0 in freq) or (isinstance(freq, int) and freq > 1):
+        return None
+    return ("moe_ffn_hidden_size is set but num_moe_experts is None. Please set "
+            "num_moe_experts or remove moe_ffn_hidden_size.",
+            "add --num-experts or drop --moe-ffn-hidden-size")
+
+
 # ---------------------------------------------------------------- warnings
 
 def w_sp_without_tp(c):
@@ -794,9 +815,9 @@ RULES = (
        stricter="TransformerConfig accepts first+last > num_layers when a middle stage count "
                 "divides the negative remainder; the model cannot be built"),
     _r("account-split-with-vpp", "error", TC, account_split),
-    _r("vpp-layers-at-build", "error", BLOCK, vpp_even_build,
-       stricter="validate_args and TransformerConfig accept it; get_num_layers_to_build "
-                "asserts when the model is built"),
+    _r("vpp-layers-at-build", "error", BLOCK, vpp_even_build),
+    _r("moe-bias-needs-etp1", "error", TC, moe_bias_etp),
+    _r("moe-ffn-without-experts", "error", TC, moe_ffn_without_experts),
     _r("interleaved-needs-pp", "error", ARGS, vpp_needs_pp),
     _r("global-batch-divisible", "error", ARGS + "; " + CALC, global_batch),
     _r("interleaved-microbatch-group", "error", SCHED, interleaved_group,

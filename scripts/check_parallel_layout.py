@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Check a Megatron Core parallel layout (TP/PP/VPP/CP/EP/ETP/DP) before launching.
+
+Paste the Megatron-LM flags of your launch script and give the cluster size:
+
+  check_parallel_layout.py --world-size 64 --tensor-model-parallel-size 8 \\
+      --pipeline-model-parallel-size 2 --num-layers 32 --hidden-size 4096 \\
+      --num-attention-heads 32 --seq-length 4096 --max-position-embeddings 4096 \\
+      --micro-batch-size 1 --global-batch-size 256 --vocab-size 32000 --bf16
+
+Every violated rule is reported at once (rule id, Megatron's own message where
+it has one, a concrete fix), with warnings for legal-but-suspect layouts,
+derived sizes (DP, expert DP, microbatches, padded vocabulary, layers per
+stage) and a per-GPU memory estimate.  Megatron-LM flags the checker does not
+use are listed and ignored.  Rules and numbers are for megatron-core 0.19.2
+(references/parallelism-reference.md gives each rule's source).
+
+Modes:
+  --ranks   add the rank groups (tp, pp, dp, cp, dp-cp, tp-pp, ep, etp, edp,
+            tp-ep, tp-ep-pp, ...) and a rank map (node, GPU, coordinates)
+  --plan    enumerate every valid layout for the model on --world-size and rank
+            them (fits in memory, TP inside a node, bubble + communication)
+  --verify  also run Megatron's own validation (needs megatron-core; slow)
+
+Exit codes: 0 valid, 1 invalid layout, 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from parallel_layout import SCHEMA_VERSION, MEGATRON_CORE_VERSION  # noqa: E402
+from parallel_layout.errors import BadInput  # noqa: E402
+from parallel_layout.flags import add_layout_arguments, layout_from_namespace  # noqa: E402
+
+PROG = "check_parallel_layout.py"
+MAX_TEXT_RANKS = 64
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise BadInput(message)
+
+
+def build_parser():
+    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0],
+                     epilog=__doc__.split("\n\n", 1)[1],
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     allow_abbrev=False)
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object (schema_version %d)" % SCHEMA_VERSION)
+    parser.add_argument("--ranks", action="store_true", help="add rank groups and a rank map")
+    parser.add_argument("--plan", action="store_true",
+                        help="enumerate and rank every valid layout for the model")
+    parser.add_argument("--plan-limit", type=int, default=20, metavar="N",
+                        help="layouts to print with --plan (default 20; 0 = all)")
+    parser.add_argument("--verify", action="store_true",
+                        help="also run Megatron's own checks (imports megatron-core)")
+    add_layout_arguments(parser)
+    return parser
+
+
+def gib(n):
+    return "n/a" if n is None else f"{n / (1 << 30):.2f} GiB"
+
+
+def text_report(layout, result, unknown, extra):
+    d = result.derived
+    lines = [
+        f"Layout on {layout.world_size} GPUs ({d['nodes']} node(s) x {layout.gpus_per_node}): "
+        f"TP={d['tensor_model_parallel_size']} PP={d['pipeline_model_parallel_size']} "
+        f"CP={d['context_parallel_size']} DP={d['data_parallel_size']} "
+        f"EP={d['expert_model_parallel_size']} ETP={d['expert_tensor_parallel_size']} "
+        f"EDP={d['expert_data_parallel_size']} VPP={d['virtual_pipeline_model_parallel_size']}",
+        "VALID" if result.valid else f"INVALID: {len(result.violations)} violated rule(s)",
+    ]
+    for v in result.violations:
+        lines += [f"  x [{v.rule}] {v.message}", f"      fix: {v.fix}", f"      source: {v.source}"]
+    if result.warnings:
+        lines.append("Warnings:")
+        lines += [f"  ! [{w.rule}] {w.message}" for w in result.warnings]
+    lines.append("Derived:")
+    for key in ("num_microbatches", "global_batch_size", "padded_vocab_size", "ffn_hidden_size",
+                "kv_channels", "num_query_groups", "sequence_parallel", "layers_per_stage"):
+        lines.append(f"  {key}: {d[key]}")
+    mem = result.memory
+    if mem:
+        fits = "" if mem["fits"] is None else (" (fits)" if mem["fits"] else " (DOES NOT FIT)")
+        lines.append(
+            f"Memory per GPU ({mem['precision']}): weights+optimizer "
+            f"{gib(mem['weight_and_optimizer_bytes_per_gpu'])}, activations (first stage) "
+            f"{gib(mem['activation_bytes_per_gpu'])}, most loaded total "
+            f"{gib(mem['total_bytes_per_gpu'])} on PP rank {mem['most_loaded_pp_rank']}{fits}")
+    else:
+        lines.append("Memory: not estimated (needs --num-layers --hidden-size "
+                     "--num-attention-heads and a valid split)")
+    if unknown:
+        lines.append("Ignored (not used by the checker): " + " ".join(unknown))
+    if "ranks" in extra:
+        lines += rank_map_lines(layout, extra["ranks"], extra["rank_map"])
+    if "verify" in extra:
+        lines.append("Megatron verify: " + json.dumps(extra["verify"]))
+    return "\n".join(lines)
+
+
+def rank_map_lines(layout, groups, rank_map):
+    lines = ["Rank map (rank: node/gpu  tp pp dp cp | ep etp edp):"]
+    for entry in rank_map[:MAX_TEXT_RANKS]:
+        c = entry["coords"]
+        lines.append(f"  rank {entry['rank']:>5}: node {entry['node']:>4} gpu {entry['gpu']:>2}  "
+                     f"tp={c['tp']} pp={c['pp']} dp={c['dp']} cp={c['cp']} | "
+                     f"ep={c['ep']} etp={c['etp']} edp={c['edp']}")
+    if len(rank_map) > MAX_TEXT_RANKS:
+        lines.append(f"  ... {len(rank_map) - MAX_TEXT_RANKS} more ranks (use --json)")
+    lines.append("Groups (first 4 of each):")
+    for name, gs in groups.items():
+        shown = "; ".join(str(g) for g in gs[:4])
+        more = f" ... ({len(gs)} groups)" if len(gs) > 4 else ""
+        lines.append(f"  {name:>18}: {shown}{more}")
+    return lines
+
+
+def plan_lines(plans, limit):
+    lines = [f"{len(plans)} valid layout(s), best first:"]
+    header = "  TP  PP  CP  EP ETP    DP  mbs  fits  bubble  comm   mem/GPU     flags"
+    lines.append(header)
+    for p in plans[:limit or None]:
+        fits = {True: "yes", False: "NO", None: "?"}[p["fits_memory"]]
+        lines.append(
+            f"  {p['tensor_model_parallel_size']:>2} {p['pipeline_model_parallel_size']:>3} "
+            f"{p['context_parallel_size']:>3} {p['expert_model_parallel_size']:>3} "
+            f"{p['expert_tensor_parallel_size']:>3} {p['data_parallel_size']:>5} "
+            f"{str(p['num_microbatches']):>4} {fits:>5} {p['pipeline_bubble_fraction']:>7.1%} "
+            f"{p['communication_share']:>5.1%} {gib(p['total_bytes_per_gpu']):>11}  {p['flags']}")
+    return "\n".join(lines)
+
+
+def collect_extra(args, layout, result):
+    extra = {}
+    if args.ranks and result.derived["data_parallel_size"] is not None \
+            and layout.world_size % result.derived["expert_tensor_parallel_size"] == 0 \
+            and not any(v.rule == "expert-grid-divisible" for v in result.violations):
+        from parallel_layout import ranks
+        extra["ranks"] = ranks.rank_groups(layout)
+        coords = ranks.rank_coordinates(layout)
+        n = layout.gpus_per_node
+        extra["rank_map"] = [{"rank": r, "node": r // n, "gpu": r % n, "coords": c}
+                             for r, c in enumerate(coords)]
+    elif args.ranks:
+        extra["ranks"] = None
+        extra["rank_map"] = []
+    if args.verify:
+        from parallel_layout import verify
+        extra["verify"] = verify.verify(layout, result)
+    return extra
+
+
+def run(argv):
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    layout = layout_from_namespace(args)
+    if args.plan_limit < 0:
+        raise BadInput("--plan-limit must be >= 0")
+    from parallel_layout import rules
+    result = rules.check(layout)
+    extra = collect_extra(args, layout, result)
+    plans = None
+    if args.plan:
+        from parallel_layout import plan
+        plans = plan.enumerate_layouts(layout)
+    if args.json:
+        out = {"schema_version": SCHEMA_VERSION, "megatron_core_version": MEGATRON_CORE_VERSION}
+        out.update(result.to_dict())
+        out["ignored_flags"] = unknown
+        out.update({k: v for k, v in extra.items()})
+        if plans is not None:
+            out["plan"] = plans[:args.plan_limit or None]
+            out["plan_count"] = len(plans)
+        print(json.dumps(out))
+    else:
+        if extra.get("ranks") is None and args.ranks:
+            extra.pop("ranks")
+        print(text_report(layout, result, unknown, extra))
+        if plans is not None:
+            print(plan_lines(plans, args.plan_limit))
+    if args.plan:
+        return 0 if plans else 1
+    return 0 if result.valid else 1
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return run(argv)
+    except BadInput as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, BrokenPipeError):
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the contract is: never a traceback
+        print(f"{PROG}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())}",
+              file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""``--plan``: enumerate every valid layout for a model and a world size.
+
+Candidates are the (TP, PP, CP, EP, ETP, VPP) whose product fits the world;
+cheap divisibility filters prune them before the full rule table runs.
+Ranking (best first): fits in GPU memory, then estimated step-time overhead
+= pipeline bubble fraction + communication time share, with TP kept inside
+a node.  The cost model is a heuristic for ordering candidates (see
+references/parallelism-reference.md#communication-volume-per-step), not a
+performance prediction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from . import derive as D
+from . import memory as M
+from .rules import RULES, check, divisors
+
+# Link bandwidths (bytes/s) for the ordering heuristic only.
+INTRA_NODE_BW = 450e9  # NVLink 4 per direction, H100 SXM
+INTER_NODE_BW = 50e9  # 400 Gb/s InfiniBand per GPU
+PEAK_FLOPS = 989e12  # H100 SXM dense bf16
+DEFAULT_GPU_MEMORY_GIB = 80
+
+# Rules that do not depend on the sizes the planner varies are checked once
+# by the caller; the planner runs the whole table anyway (cheap after pruning).
+PLAN_RULES = tuple(r for r in RULES if r.kind == "error")
+
+
+def _prune(layout, tp, pp, cp, ep, etp):
+    """Fast necessary conditions, so most candidates never reach check()."""
+    L = layout
+    if L.num_attention_heads and L.num_attention_heads % tp:
+        return False
+    g = D.num_query_groups(L)
+    if g and g % tp and tp % g:
+        return False
+    if L.seq_length and cp > 1 and L.seq_length % (2 * cp):
+        return False
+    if L.num_layers and pp > L.num_layers:
+        return False
+    experts = D.num_experts(L)
+    if ep > 1 and (not experts or experts % ep):
+        return False
+    return L.world_size % (etp * ep * pp) == 0
+
+
+def candidates(layout):
+    world = layout.world_size
+    divs = divisors(world)
+    experts = D.num_experts(layout)
+    ep_options = [e for e in divs if experts and experts % e == 0] if experts else [1]
+    for tp in divs:
+        for pp in divs:
+            if world % (tp * pp):
+                continue
+            for cp in divs:
+                if world % (tp * pp * cp):
+                    continue
+                etp_options = sorted({tp, 1}) if experts else [tp]
+                for ep in ep_options:
+                    for etp in etp_options:
+                        if _prune(layout, tp, pp, cp, ep, etp):
+                            yield tp, pp, cp, ep, etp
+
+
+def _variant(layout, tp, pp, cp, ep, etp):
+    return dataclasses.replace(
+        layout,
+        tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
+        context_parallel_size=cp, expert_model_parallel_size=ep,
+        expert_tensor_parallel_size=None if etp == tp else etp,
+        sequence_parallel=tp > 1,
+        num_layers_per_virtual_pipeline_stage=None,
+        num_virtual_stages_per_pipeline_rank=None,
+        pipeline_model_parallel_layout=None,
+        decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
+        account_for_embedding_in_pipeline_split=False,
+        account_for_loss_in_pipeline_split=False,
+    )
+
+
+def cp_penalty(layout, cp):
+    """CP is for long sequences: below 4096 tokens per CP rank, attention
+    kernels run short and the ring exchange is poorly hidden, so each halving
+    costs 5% in the ranking (heuristic)."""
+    if cp == 1 or not layout.seq_length:
+        return 0.0
+    local = layout.seq_length // cp
+    return 0.05 * max(0, (4096 // max(local, 1)).bit_length() - 1) + 0.01 * (cp - 1) / cp
+
+
+def bubble_fraction(pp, m, vpp=None):
+    """1F1B: (p-1)/(m+p-1) of the step; interleaved: (p-1)/(v*m+p-1)
+    (Narayanan et al. 2021, section 2.2)."""
+    if pp == 1:
+        return 0.0
+    m = m or pp
+    v = vpp or 1
+    return (pp - 1) / (v * m + pp - 1)
+
+
+def comm_seconds(layout, tp, pp, cp, ep, dp):
+    """Per-GPU communication time per step (heuristic; formulas in the reference)."""
+    L = layout
+    if None in (L.hidden_size, L.num_layers, L.seq_length):
+        return 0.0
+    b = L.micro_batch_size or 1
+    m = D.num_microbatches(L) or 1
+    s, h, layers = L.seq_length // cp, L.hidden_size, L.num_layers
+    act = 2 * s * b * h  # bf16 bytes of one [s/cp, b, h] activation
+    node = L.gpus_per_node
+
+    def bw(group):
+        return INTRA_NODE_BW if group <= node and node % group == 0 else INTER_NODE_BW
+
+    t = 0.0
+    if tp > 1:  # 4 all-reduce-equivalents per layer per microbatch (fwd+bwd)
+        t += 4 * 2 * (tp - 1) / tp * act * (layers / pp) * m / bw(tp)
+    if cp > 1:  # ring exchange of K and V per layer, fwd + bwd
+        t += 2 * 2 * (cp - 1) * act / tp * (layers / pp) * m / bw(tp * cp)
+    if pp > 1:  # send activation forward, gradient backward
+        t += 2 * act / (tp if tp > 1 else 1) * m / INTER_NODE_BW
+    if ep > 1 and D.num_experts(L):  # 2 all-to-all fwd + 2 bwd
+        t += 4 * (ep - 1) / ep * act * L.moe_router_topk / tp * (layers / pp) * m / bw(ep * tp)
+    params = (M.stage_params(L) or [[0, 0, 0]])[0]
+    if dp > 1:  # gradient reduce-scatter + param all-gather (or all-reduce)
+        grad_bytes = 4 * (params[0] / tp + params[1])
+        t += 2 * (dp - 1) / dp * grad_bytes / bw(tp * cp * dp)
+    return t
+
+
+def compute_seconds(layout, tp, pp, cp, ep):
+    L = layout
+    if None in (L.hidden_size, L.num_layers, L.seq_length):
+        return 1.0
+    gbs = D.global_batch_size(L) or (L.micro_batch_size or 1)
+    tokens = gbs * L.seq_length
+    h, layers = L.hidden_size, L.num_layers
+    vocab = D.padded_vocab_size(L) or 0
+    flops = 72 * tokens * layers * h * h * (1 + L.seq_length / (6 * h)
+                                            + vocab / (12 * h * layers))
+    return flops / (L.world_size * PEAK_FLOPS * 0.5)
+
+
+def enumerate_layouts(layout, limit=None):
+    """All valid layouts, ranked best first; each entry is JSON-ready."""
+    plans = []
+    budget = (layout.gpu_memory_gib or DEFAULT_GPU_MEMORY_GIB) * M.GIB
+    for tp, pp, cp, ep, etp in candidates(layout):
+        variant = _variant(layout, tp, pp, cp, ep, etp)
+        result = check(variant, rules=PLAN_RULES, with_memory=True)
+        if not result.valid:
+            continue
+        d = result.derived
+        mem = result.memory or {}
+        total = mem.get("total_bytes_per_gpu")
+        bubble = bubble_fraction(pp, d["num_microbatches"], d["virtual_pipeline_model_parallel_size"])
+        comm = comm_seconds(variant, tp, pp, cp, ep, d["data_parallel_size"])
+        compute = compute_seconds(variant, tp, pp, cp, ep)
+        overhead = bubble + comm / (comm + compute) + cp_penalty(variant, cp)
+        tp_in_node = tp <= layout.gpus_per_node and layout.gpus_per_node % tp == 0
+        plans.append({
+            "tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp,
+            "context_parallel_size": cp, "expert_model_parallel_size": ep,
+            "expert_tensor_parallel_size": etp,
+            "data_parallel_size": d["data_parallel_size"],
+            "expert_data_parallel_size": d["expert_data_parallel_size"],
+            "num_microbatches": d["num_microbatches"],
+            "fits_memory": None if total is None else total <= budget,
+            "total_bytes_per_gpu": total,
+            "pipeline_bubble_fraction": round(bubble, 4),
+            "communication_share": round(comm / (comm + compute), 4),
+            "tp_within_node": tp_in_node,
+            "score": round(overhead, 4),
+            "flags": _flags(tp, pp, cp, ep, etp),
+        })
+    plans.sort(key=lambda p: (p["fits_memory"] is False, not p["tp_within_node"], p["score"],
+                              p["total_bytes_per_gpu"] or 0))
+    return plans[:limit] if limit else plans
+
+
+def _flags(tp, pp, cp, ep, etp):
+    parts = [f"--tensor-model-parallel-size {tp}", f"--pipeline-model-parallel-size {pp}",
+             f"--context-parallel-size {cp}"]
+    if ep > 1:
+        parts.append(f"--expert-model-parallel-size {ep}")
+    if etp != tp:
+        parts.append(f"--expert-tensor-parallel-size {etp}")
+    if tp > 1:
+        parts.append("--sequence-parallel")
+    return " ".join(parts)

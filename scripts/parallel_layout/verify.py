@@ -1,0 +1,191 @@
+"""Ask the installed Megatron whether it accepts a layout (``--verify``).
+
+Imports torch and megatron (seconds), so only ``--verify`` and the tests use
+it.  The same flags go through Megatron's own code, in the order a
+Megatron-LM launch meets them:
+
+1. ``megatron.training.arguments``: the real parser (``add_megatron_arguments``)
+   and ``validate_args`` with ``WORLD_SIZE`` set;
+2. ``core_transformer_config_from_args`` -> ``TransformerConfig.__post_init__``;
+3. ``parallel_state.initialize_model_parallel`` with ``local_world_size`` set
+   to the world size, stopped at its first process-group creation (every
+   size check comes before it), on a one-process gloo group;
+4. ``ConstantNumMicroBatchesCalculator`` (global batch divisibility);
+5. ``transformer_block.get_num_layers_to_build`` for every pipeline rank and
+   virtual stage (the model-build layer split).
+
+On CPU, ``validate_args`` cannot read the GPU generation; it is told Hopper
+(compute capability 9), and ``CUDA_DEVICE_MAX_CONNECTIONS`` is set as
+Megatron-LM demands for that generation (1, or unset with FSDP).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+
+STAGES = ("validate_args", "TransformerConfig", "initialize_model_parallel",
+          "num_microbatches_calculator", "get_num_layers_to_build")
+
+
+class _Reached(Exception):
+    """initialize_model_parallel got past its size checks."""
+
+
+def megatron_argv(layout):
+    """The Megatron-LM flags equivalent to a LayoutInput."""
+    from .flags import FLAGS
+    argv = []
+    for flag in FLAGS:
+        value = getattr(layout, flag.dest)
+        if flag.kind == "true":
+            if value:
+                argv.append(flag.option)
+        elif flag.kind == "false":
+            if not value:
+                argv.append(flag.option)
+        elif value is not None and value != flag.default:
+            if flag.kind == "freq" and isinstance(value, list):
+                value = "[" + ",".join(str(v) for v in value) + "]"
+            argv += [flag.option, str(value)]
+    return argv
+
+
+@contextlib.contextmanager
+def _environment(layout):
+    saved = {k: os.environ.get(k) for k in ("WORLD_SIZE", "RANK", "CUDA_DEVICE_MAX_CONNECTIONS")}
+    os.environ["WORLD_SIZE"] = str(layout.world_size)
+    os.environ["RANK"] = "0"
+    if layout.use_megatron_fsdp or layout.use_torch_fsdp2:
+        os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+    else:
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _ensure_process_group():
+    import torch.distributed as dist
+    if dist.is_initialized():
+        return
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
+                            world_size=1)
+
+
+def _validate(layout):
+    import argparse
+    from unittest import mock
+    import megatron.training.arguments as A
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    A.add_megatron_arguments(parser)
+    args = parser.parse_args(megatron_argv(layout))
+    args._is_global_batch_size_explicitly_specified = args.global_batch_size is not None
+    args.rank, args.world_size = 0, layout.world_size
+    with mock.patch.object(A, "get_device_arch_version", lambda: 9):
+        A.validate_args(args)
+    return args
+
+
+def _init_model_parallel(args, vpp):
+    import torch.distributed as dist
+    from unittest import mock
+    from megatron.core import parallel_state as ps
+    _ensure_process_group()
+
+    def stop(*a, **k):
+        raise _Reached()
+
+    try:
+        with mock.patch.object(dist, "new_group", stop), \
+                mock.patch.object(ps.torch.distributed, "new_group", stop):
+            ps.initialize_model_parallel(
+                tensor_model_parallel_size=args.tensor_model_parallel_size,
+                pipeline_model_parallel_size=args.pipeline_model_parallel_size,
+                virtual_pipeline_model_parallel_size=vpp,
+                context_parallel_size=args.context_parallel_size,
+                expert_model_parallel_size=args.expert_model_parallel_size,
+                expert_tensor_parallel_size=args.expert_tensor_parallel_size,
+                num_distributed_optimizer_instances=args.num_distributed_optimizer_instances,
+                local_world_size=args.world_size,
+                create_gloo_process_groups=False,
+            )
+    except _Reached:
+        pass
+    finally:
+        ps.destroy_model_parallel()
+
+
+def _microbatches(args):
+    from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
+    ConstantNumMicroBatchesCalculator(args.global_batch_size, args.micro_batch_size,
+                                      args.data_parallel_size, False, 0)
+
+
+def _layers_to_build(config):
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+    vpp = config.virtual_pipeline_model_parallel_size
+    for pp_rank in range(config.pipeline_model_parallel_size):
+        for vp_stage in range(vpp or 1):
+            get_num_layers_to_build(config, vp_stage=vp_stage if vpp else None, pp_rank=pp_rank)
+
+
+def megatron_verdict(layout):
+    """``{"accepted": bool, "stage": name or None, "error": message or None}``."""
+    from megatron.training.argument_utils import core_transformer_config_from_args
+    stage = STAGES[0]
+    sink = io.StringIO()
+    try:
+        with _environment(layout), contextlib.redirect_stdout(sink):
+            args = _validate(layout)
+            stage = STAGES[1]
+            config = core_transformer_config_from_args(args)
+            stage = STAGES[2]
+            _init_model_parallel(args, args.virtual_pipeline_model_parallel_size)
+            stage = STAGES[3]
+            _microbatches(args)
+            stage = STAGES[4]
+            _layers_to_build(config)
+    except (AssertionError, ValueError, RuntimeError, ZeroDivisionError, TypeError,
+            NotImplementedError, KeyError, SystemExit) as exc:
+        message = str(exc) or f"{type(exc).__name__} (no message)"
+        return {"accepted": False, "stage": stage, "error": message,
+                "exception": type(exc).__name__}
+    return {"accepted": True, "stage": None, "error": None, "exception": None}
+
+
+def verify(layout, result):
+    """Compare our verdict with Megatron's; JSON-ready dict."""
+    try:
+        import megatron.core  # noqa: F401
+        import megatron.training  # noqa: F401
+    except ImportError as exc:
+        return {"available": False, "reason": f"megatron not importable: {exc}"}
+    verdict = megatron_verdict(layout)
+    ours = [v.rule for v in result.violations if not _is_stricter(v.rule)]
+    agrees = verdict["accepted"] == (not ours)
+    return {"available": True, "megatron": verdict, "agrees": agrees,
+            "note": None if agrees else
+            "disagreement: please report it; the checker's rules should match Megatron's"}
+
+
+def _is_stricter(rule_id):
+    from .rules import RULES_BY_ID
+    return RULES_BY_ID[rule_id].stricter is not None
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use
+    from .flags import parse_layout
+    layout, _ = parse_layout(sys.argv[1:])
+    print(megatron_verdict(layout))
