@@ -59,7 +59,8 @@ inside fences and inside HTML comments hold no code spans.
     A Markdown table after the marker ``<!-- defaults: <module>:<Class> -->`` (the marker
     line, then optional blank/text lines, then the table). Every row whose first cell is
     `` `field` `` and whose second cell is `` `value` `` states the dataclass field's default
-    (``default`` or ``default_factory()``). ``value`` is a Python literal, a dotted name
+    (``default`` or ``default_factory()``; for a class that is not a dataclass, the class
+    attribute). ``value`` is a Python literal, a dotted name
     (``torch.float32``, ``init.normal_``), or ``<required>`` for a field without default.
 
 ``derived`` facts -- id ``derived:<Class>(<kwargs>).<field>``
@@ -67,6 +68,10 @@ inside fences and inside HTML comments hold no code spans.
     keyword arguments with literal values (``num_layers=2, hidden_size=64``). The class is
     built with those arguments (so ``__post_init__`` runs) and each row's field is compared
     with the value as above.
+
+``quote`` facts -- id ``quote:<path>:<first 60 characters>``
+    A code span followed by `` (quoted from `megatron/<path>.py`)`` on the same line: the span's
+    text occurs verbatim in that file of the installed package (for fixed parts of messages).
 
 ``fieldcount`` facts -- id ``fieldcount:<module>:<Class>``
     ``<!-- fieldcount: <module>:<Class> <N> -->``: ``len(dataclasses.fields(Class)) == N``.
@@ -209,6 +214,7 @@ _VER = r"(?:\d+\.\d+(?:\.\d+)?(?:\s*dev)?|main)"
 _SPEC = rf"{_VER}(?:\s*(?:-|–|,|and|to)\s*{_VER})*"
 _TAG_AFTER = re.compile(rf"^\s*\((?:(?:only|in|until|up|to|since)\s+)*(?P<spec>{_SPEC})\)")
 _MARKER = re.compile(r"<!--\s*(defaults|derived|fieldcount):\s*(\S+)\s*(.*?)\s*-->")
+_QUOTED_FROM = re.compile(r"^\s*\(quoted from `(megatron/[\w/]+\.py)`\)")
 _ROW = re.compile(r"^\s*\|\s*`([A-Za-z_]\w*)`\s*\|\s*`([^`]+)`\s*\|")
 
 
@@ -270,6 +276,13 @@ def _extract_names(md: Markdown, path: str, col: _Collector) -> None:
                 col.add(_name_fact(name, f"{path}:{fence.line}", versions))
 
 
+def _extract_quotes(md: Markdown, path: str, col: _Collector) -> None:
+    for line, content, rest in md.spans:
+        m = _QUOTED_FROM.match(rest)
+        if m:
+            col.add(Fact(f"quote:{m.group(1)}:{content[:60]}", "quote", m.group(1), content, f"{path}:{line}"))
+
+
 def _extract_signatures(md: Markdown, path: str, col: _Collector) -> None:
     for fence in md.fences:
         words = fence.info.split()
@@ -309,7 +322,7 @@ def _extract_tables(md: Markdown, path: str, col: _Collector) -> None:
                          f"{path}:{row_line}", extra={"field": fname, "kwargs": rest}))
 
 
-_EXTRACTORS = (_extract_names, _extract_signatures, _extract_tables)
+_EXTRACTORS = (_extract_names, _extract_quotes, _extract_signatures, _extract_tables)
 
 
 def extract_facts(paths: Iterable[str | os.PathLike]) -> list[Fact]:
@@ -543,6 +556,8 @@ def _ann_node(node: ast.AST) -> str:
             return _union([args[0], ast.Constant(None)])
         if head == "Union":
             return _union(args)
+        if head == "Literal":  # literal strings are values, not forward references
+            return f"Literal[{','.join(repr(a.value) if isinstance(a, ast.Constant) else _ann_node(a) for a in args)}]"
         return f"{head}[{','.join(_ann_node(a) for a in args)}]"
     if isinstance(node, (ast.List, ast.Tuple)):
         return "[" + ",".join(_ann_node(a) for a in node.elts) + "]"
@@ -552,8 +567,8 @@ def _ann_node(node: ast.AST) -> str:
 def _union(nodes: list[ast.AST]) -> str:
     parts: set[str] = set()
     for n in nodes:
-        parts.update(_ann_node(n).split("|"))
-    return "|".join(sorted(parts))
+        parts.update(x.strip() for x in _ann_node(n).split("|"))
+    return " | ".join(sorted(parts, key=lambda x: (x == "None", x)))
 
 
 def normalize_annotation(ann: Any) -> str:
@@ -579,12 +594,21 @@ def _default_texts(value: Any) -> set[str]:
     return texts
 
 
+def _same_object(dotted: str, value: Any) -> bool:
+    if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+", dotted):
+        return False
+    try:
+        return _resolve(dotted) is value
+    except LookupError:
+        return False
+
+
 def default_matches(expected_src: str, value: Any) -> bool:
     expected_src = expected_src.strip()
     try:
         lit = ast.literal_eval(expected_src)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return expected_src in _default_texts(value)
+        return expected_src in _default_texts(value) or _same_object(expected_src, value)
     if isinstance(lit, bool) or isinstance(value, bool):
         return type(lit) is type(value) and lit == value
     try:
@@ -645,7 +669,7 @@ def _param_text(p: inspect.Parameter) -> str:
     text = prefix + p.name + (f": {ann}" if ann else "")
     if p.default is not inspect.Parameter.empty:
         d = p.default
-        text += " = " + (repr(d) if isinstance(d, (int, float, str, bool, type(None))) else sorted(_default_texts(d), key=len)[-1])
+        text += (" = " if ann else "=") + (repr(d) if isinstance(d, (int, float, str, bool, type(None))) else sorted(_default_texts(d), key=len)[-1])
     return text
 
 
@@ -667,8 +691,8 @@ def render_stub(target: str) -> str:
                 is not inspect.Parameter.POSITIONAL_ONLY):
             params.append("/")
     ret = normalize_annotation(sig.return_annotation)
-    inner = ",\n    ".join(params)
-    return f"def {name}(\n    {inner},\n){' -> ' + ret if ret else ''}: ..."
+    inner = "".join(f"\n    {p}," for p in params)
+    return f"def {name}({inner}{chr(10) if params else ''}){' -> ' + ret if ret else ''}: ..."
 
 
 def _compare_signature(fact: Fact, obj: Any) -> list[str]:
@@ -713,6 +737,10 @@ def _check_signature(fact: Fact) -> dict:
 # -- dataclass fields -------------------------------------------------------------------------
 
 def _field_default(cls: Any, name: str) -> Any:
+    if not dataclasses.is_dataclass(cls):  # a plain class: its class attribute
+        if not hasattr(cls, name):
+            raise LookupError(f"{cls.__name__} has no attribute {name}")
+        return getattr(cls, name)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     if name not in fields:
         raise LookupError(f"{cls.__name__} has no field {name}")
@@ -738,9 +766,16 @@ def _check_default(fact: Fact) -> dict:
                    "" if ok else f"installed default: {'<required>' if value is _MISSING else repr(value)}")
 
 
+def _kwarg_value(node: ast.AST) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return _resolve(ast.unparse(node))  # a dotted name such as torch.float32
+
+
 def _kwargs(text: str) -> dict:
     call = ast.parse(f"f({text})", mode="eval").body
-    return {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    return {k.arg: _kwarg_value(k.value) for k in call.keywords}
 
 
 def _check_derived(fact: Fact) -> dict:
@@ -766,7 +801,21 @@ def _check_fieldcount(fact: Fact) -> dict:
     return _result(fact, "ok" if ok else "mismatch", "" if ok else f"installed: {n} fields")
 
 
+def _check_quote(fact: Fact) -> dict:
+    import megatron  # the installed package's root, wherever it lives
+
+    root = Path(next(iter(megatron.__path__))).parent
+    path = root / fact.target
+    if not path.is_file():
+        return _result(fact, "missing", f"no file {fact.target} in the installed package")
+    text = path.read_text(encoding="utf-8")
+    if fact.expected in text:
+        return _result(fact, "ok")
+    return _result(fact, "mismatch", f"text not found verbatim in installed {fact.target}")
+
+
 _CHECKERS = {
+    "quote": _check_quote,
     "name": _check_name,
     "signature": _check_signature,
     "default": _check_default,
