@@ -1,0 +1,209 @@
+"""Structure and source checks for references/troubleshooting.md (no torch needed).
+
+The catalogue is parsed with markdown-it-py. An entry is a level-3 heading
+``### <ID> <title>`` (ID like ``TP-01``) and everything up to the next level-2/3 heading.
+Each entry carries these bullets (bold label, then text):
+
+- ``**Status:**`` one of ``reproduced``, ``source-checked``, ``external`` (in a code span);
+- ``**Raised in:**`` first code span = path of the raising file, relative to
+  site-packages (``megatron/core/...``, ``megatron/training/...``, ``torch/lib/...``),
+  or no code span for external behaviour without a file in the environment;
+- ``**Layer:**``, ``**Versions:**``, ``**Upstream:**``;
+
+exactly one fence with info ``text error`` (the message) or ``text symptom`` (what a
+silent failure looks like), optionally a ``text source`` fence (the fixed text checked
+against the named file when the symptom itself is not in it), ``**Cause.**`` and
+``**Fix.**`` paragraphs.
+
+Reproduced entries are compared with the library in test_troubleshooting_repro.py.
+Here: source-checked entries' message segments (split at ``<...>`` placeholders) must
+occur in the installed file they name; external entries must link upstream and, when
+they name a file, their segments must occur in it (bytes for shared libraries).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "references" / "troubleshooting.md"
+SITE = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
+STATUSES = ("reproduced", "source-checked", "external")
+ID_RE = re.compile(r"^([A-Z]+-\d{2}) (.+)$")
+PLACEHOLDER = re.compile(r"<[^<>\n]*>")
+MIN_SEGMENT = 8
+
+
+@dataclass
+class Entry:
+    id: str
+    title: str
+    body: str
+    fences: list[tuple[str, str]] = field(default_factory=list)
+
+    def bullet(self, label: str) -> str:
+        m = re.search(rf"^- \*\*{re.escape(label)}:\*\*\s*(.+)$", self.body, re.M)
+        return m.group(1).strip() if m else ""
+
+    @property
+    def status(self) -> str:
+        m = re.match(r"`([^`]+)`", self.bullet("Status"))
+        return m.group(1) if m else ""
+
+    @property
+    def raised_in(self) -> str | None:
+        m = re.search(r"`([^`]+)`", self.bullet("Raised in"))
+        return m.group(1) if m else None
+
+    @property
+    def message_fences(self) -> list[tuple[str, str]]:
+        return [f for f in self.fences if f[0] in ("text error", "text symptom")]
+
+    @property
+    def text(self) -> str:
+        return self.message_fences[0][1].rstrip("\n")
+
+    @property
+    def checked_text(self) -> str:
+        """What must occur in the named file: a ``text source`` fence, else the message."""
+        src = [c for info, c in self.fences if info == "text source"]
+        return src[0].rstrip("\n") if src else self.text
+
+
+def _doc_text() -> str:
+    return DOC.read_text(encoding="utf-8")
+
+
+def load_entries(text: str | None = None) -> list[Entry]:
+    text = _doc_text() if text is None else text
+    tokens = MarkdownIt("commonmark").parse(text)
+    lines = text.splitlines()
+    entries: list[Entry] = []
+    current: Entry | None = None
+    for i, tok in enumerate(tokens):
+        if tok.type == "heading_open" and tok.tag in ("h1", "h2", "h3"):
+            current = None
+            m = ID_RE.match(tokens[i + 1].content) if tok.tag == "h3" else None
+            if m:
+                current = Entry(m.group(1), m.group(2), "")
+                entries.append(current)
+            start = tok.map[1]
+            if current is not None:
+                current._start = start  # type: ignore[attr-defined]
+        elif tok.type == "fence" and current is not None:
+            current.fences.append((tok.info.strip(), tok.content))
+    # Bodies: the lines from each entry heading to the next heading of level <= 3.
+    heads = [t.map[0] for t in tokens if t.type == "heading_open" and t.tag in ("h1", "h2", "h3")]
+    for e in entries:
+        start = e._start  # type: ignore[attr-defined]
+        end = min([h for h in heads if h >= start] + [len(lines)])
+        e.body = "\n".join(lines[start:end])
+    return entries
+
+
+def counts(entries: list[Entry]) -> dict[str, int]:
+    return {s: sum(e.status == s for e in entries) for s in STATUSES}
+
+
+def _normalized_source(path: Path) -> str:
+    """Source with adjacent string literals joined, so split messages read as one."""
+    src = path.read_text(encoding="utf-8")
+    src = re.sub(r"([\"'])\s*(?:\\\s*)?\n?\s*[rfbu]*\1", "", src)
+    return re.sub(r"\s+", " ", src)
+
+
+EXC_PREFIX = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit): ?")
+
+
+def segments(message: str) -> list[str]:
+    """Fixed pieces of a message: without the exception type, split at <...> placeholders."""
+    parts = [p.strip() for p in PLACEHOLDER.split(EXC_PREFIX.sub("", message))]
+    return [p for p in parts if len(p) >= MIN_SEGMENT]
+
+
+ENTRIES = load_entries() if DOC.exists() else []
+BY_STATUS = {s: [e for e in ENTRIES if e.status == s] for s in STATUSES}
+
+
+def test_catalogue_size_and_unique_ids():
+    ids = [e.id for e in ENTRIES]
+    assert len(ids) >= 40, f"only {len(ids)} entries"
+    assert len(ids) == len(set(ids)), "duplicate entry ids"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
+def test_entry_has_required_fields(entry):
+    assert entry.status in STATUSES, f"{entry.id}: status {entry.status!r}"
+    for label in ("Raised in", "Layer", "Versions", "Upstream"):
+        assert entry.bullet(label), f"{entry.id}: missing **{label}:**"
+    assert len(entry.message_fences) == 1, f"{entry.id}: needs one text error/symptom fence"
+    assert "**Cause.**" in entry.body and "**Fix.**" in entry.body, entry.id
+    if entry.status != "external":
+        path = entry.raised_in
+        assert path and (SITE / path).is_file(), f"{entry.id}: no installed file {path!r}"
+
+
+@pytest.mark.parametrize("entry", BY_STATUS["source-checked"], ids=lambda e: e.id)
+def test_source_checked_text_occurs_in_named_file(entry):
+    src = _normalized_source(SITE / entry.raised_in)
+    segs = segments(entry.checked_text)
+    assert segs, f"{entry.id}: no fixed text to check"
+    missing = [s for s in segs if re.sub(r"\s+", " ", s) not in src]
+    assert not missing, f"{entry.id}: not in {entry.raised_in}: {missing}"
+
+
+@pytest.mark.parametrize("entry", BY_STATUS["external"], ids=lambda e: e.id)
+def test_external_entries_link_their_source(entry):
+    assert "https://" in entry.bullet("Upstream") + entry.bullet("Raised in"), entry.id
+    if entry.raised_in:
+        blob = (SITE / entry.raised_in).read_bytes()
+        missing = [s for s in segments(entry.checked_text) if s.encode() not in blob]
+        assert not missing, f"{entry.id}: not in {entry.raised_in}: {missing}"
+
+
+def test_index_links_every_entry():
+    text = _doc_text()
+    index = text.split("\n## ", 2)[1] if "\n## " in text else ""
+    for e in ENTRIES:
+        assert f"[{e.id}]" in index, f"{e.id} missing from the index"
+
+
+def test_closing_note_counts_match_the_catalogue():
+    m = re.search(
+        r"(\d+) entries: (\d+) reproduced, (\d+) source-checked, (\d+) external", _doc_text()
+    )
+    assert m, "closing note with the counts not found"
+    c = counts(ENTRIES)
+    assert tuple(map(int, m.groups())) == (
+        len(ENTRIES), c["reproduced"], c["source-checked"], c["external"]
+    )
+
+
+def test_python_fences_parse():
+    for e in ENTRIES:
+        for info, code in e.fences:
+            if info.split()[:1] == ["python"]:
+                ast.parse(code)
+
+
+def test_parser_sees_fields_of_a_sample():
+    sample = (
+        "# T\n\n## Cat\n\n### XX-01 Title here\n\n- **Status:** `source-checked`\n"
+        "- **Raised in:** `megatron/core/utils.py`\n\n```text error\nAssertionError: a <n> b\n```\n"
+        "\n### XX-02 Other\n\n- **Status:** `reproduced`\n"
+    )
+    a, b = load_entries(sample)
+    assert (a.id, a.title, a.status, a.raised_in) == (
+        "XX-01", "Title here", "source-checked", "megatron/core/utils.py"
+    )
+    assert a.text == "AssertionError: a <n> b" and segments(a.text) == []
+    assert segments("ValueError: fixed text here <n> and more text") == [
+        "fixed text here", "and more text"
+    ]
+    assert b.status == "reproduced" and "XX-02" not in a.body

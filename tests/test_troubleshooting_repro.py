@@ -1,0 +1,915 @@
+"""Reproduce every `reproduced` entry of references/troubleshooting.md against megatron-core.
+
+REPROS maps a catalogue entry id to (runner, function). The runner says where the
+function must execute:
+
+- ``inproc``: one fresh interpreter runs all of them in turn (megatron is imported once);
+- ``gloo``: every rank of a 2-process gloo world runs all of them in turn, between
+  ``destroy_model_parallel`` calls; rank 0's results are kept;
+- ``fresh``: each gets its own interpreter, because it depends on what is importable
+  (fake broken packages from tests/data/troubleshooting/ go first on PYTHONPATH) or on
+  warnings emitted at import time.
+
+Each function returns the text a user would see: the last line(s) of the traceback
+(``Type: message``, exactly as ``traceback.format_exception_only`` renders it), the
+warning (``Category: message``), or, for silent failures, a symptom line built from
+observed values. The test asserts that text equals the fence of the entry.
+
+This file is also the worker script: ``python tests/test_troubleshooting_repro.py
+inproc OUT`` / ``gloo RANK WORLD PORT OUT`` / ``fresh ID OUT`` write a JSON object
+{entry id: text} to OUT (stdout is left to megatron's own prints).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import traceback
+import warnings
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+THIS = Path(__file__).resolve()
+DATA = ROOT / "tests" / "data" / "troubleshooting"
+DOC = ROOT / "references" / "troubleshooting.md"
+PY = sys.executable
+WORKER_TIMEOUT_S = 240
+
+# --------------------------------------------------------------------------- helpers
+
+
+def exc_text(exc: BaseException) -> str:
+    """What the bottom of the traceback shows."""
+    return "".join(traceback.format_exception_only(type(exc), exc)).rstrip("\n")
+
+
+def raised(fn) -> str:
+    """Run fn, return its exception text; a repro that does not raise is a failure."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            fn()
+    except BaseException as exc:  # noqa: BLE001 - SystemExit/AssertionError are the point
+        return exc_text(exc)
+    return "<no exception>"
+
+
+def warned(fn, category=UserWarning, contains: str = "") -> str:
+    """Run fn and return the first matching warning as ``Category: message``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with contextlib.redirect_stdout(io.StringIO()):
+            fn()
+    for w in caught:
+        if issubclass(w.category, category) and contains in str(w.message):
+            return f"{w.category.__name__}: {w.message}"
+    return "<no warning>"
+
+
+def tc(**kw):
+    """TransformerConfig with a tiny default model; kw overrides."""
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    base = dict(num_layers=2, hidden_size=64, num_attention_heads=4, use_cpu_initialization=True)
+    base.update(kw)
+    return TransformerConfig(**base)
+
+
+LM_BASE = [
+    "--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
+    "--max-position-embeddings", "128", "--seq-length", "128", "--micro-batch-size", "1",
+]
+
+
+def lm_validate(extra, world_size=1, env=None, arch=None):
+    """Parse Megatron-LM's command line (LM_BASE + extra) and run validate_args.
+
+    arch: value returned by the patched GPU-architecture query (8 Ampere, 9 Hopper,
+    10 Blackwell); validate_args asks the GPU only when TP or CP > 1.
+    """
+    from megatron.training import arguments as A
+
+    old_env = dict(os.environ)
+    old_arch = A.get_device_arch_version
+    os.environ["WORLD_SIZE"] = str(world_size)
+    os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+    os.environ.update(env or {})
+    if arch is not None:
+        A.get_device_arch_version = lambda: arch
+    sys.argv = ["pretrain_gpt.py", *LM_BASE, *extra]
+    try:
+        args = A.parse_args()
+        A.validate_args(args)
+    finally:
+        os.environ.clear()
+        os.environ.update(old_env)
+        A.get_device_arch_version = old_arch
+
+
+def local_gpt(config, vocab_size=128, **spec_kw):
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+
+    return GPTModel(
+        config=config,
+        transformer_layer_spec=get_gpt_layer_local_spec(**spec_kw),
+        vocab_size=vocab_size,
+        max_sequence_length=32,
+    )
+
+
+def init_mp(**kw):
+    from megatron.core import parallel_state as ps
+
+    ps.destroy_model_parallel()
+    ps.initialize_model_parallel(**kw)
+
+
+# --------------------------------------------------------------------------- inproc repros
+# Tensor parallelism
+
+
+def r_tp_heads():
+    return raised(lambda: tc(hidden_size=96, num_attention_heads=6, tensor_model_parallel_size=4))
+
+
+def r_tp_query_groups():
+    return raised(lambda: tc(num_attention_heads=8, num_query_groups=3, tensor_model_parallel_size=2))
+
+
+def r_tp_sp_without_tp():
+    return raised(lambda: tc(sequence_parallel=True))
+
+
+def r_tp_kv_channels_silent():
+    cfg = tc(hidden_size=100, num_attention_heads=3)
+    return (
+        f"accepted: hidden_size={cfg.hidden_size} num_attention_heads={cfg.num_attention_heads} "
+        f"kv_channels={cfg.kv_channels} -> attention width "
+        f"{cfg.kv_channels * cfg.num_attention_heads} != hidden_size"
+    )
+
+
+def r_tp_lm_hidden_heads():
+    return raised(lambda: lm_validate(["--hidden-size", "100", "--num-attention-heads", "3"]))
+
+
+def r_tp_vocab_padding_silent():
+    from megatron.training.vocab_utils import calculate_padded_vocab_size
+
+    sizes = {
+        tp: calculate_padded_vocab_size(50257, 128, tp, logging_enabled=False) for tp in (1, 2, 8)
+    }
+    return "padded vocab for 50257 tokens: " + ", ".join(f"TP={k}: {v}" for k, v in sizes.items())
+
+
+# Pipeline parallelism
+
+
+def r_pp_dtype():
+    return raised(lambda: tc(pipeline_model_parallel_size=2))
+
+
+def r_pp_layers_core():
+    import torch
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+
+    cfg = tc(num_layers=5, pipeline_model_parallel_size=2, pipeline_dtype=torch.bfloat16)
+    return raised(lambda: get_num_layers_to_build(cfg, pp_rank=0))
+
+
+def r_pp_layers_lm():
+    return raised(
+        lambda: lm_validate(["--num-layers", "5", "--pipeline-model-parallel-size", "2"], world_size=2)
+    )
+
+
+def _pp(**kw):
+    import torch
+
+    return tc(pipeline_dtype=torch.bfloat16, **kw)
+
+
+def r_pp_uneven_mismatch():
+    return raised(
+        lambda: _pp(
+            num_layers=4,
+            pipeline_model_parallel_size=2,
+            num_layers_in_first_pipeline_stage=2,
+            num_layers_in_last_pipeline_stage=1,
+        )
+    )
+
+
+def r_pp_uneven_middle():
+    return raised(
+        lambda: _pp(num_layers=8, pipeline_model_parallel_size=4, num_layers_in_first_pipeline_stage=1)
+    )
+
+
+def r_pp_uneven_vpp():
+    return raised(
+        lambda: _pp(
+            num_layers=8,
+            pipeline_model_parallel_size=2,
+            virtual_pipeline_model_parallel_size=2,
+            num_layers_in_first_pipeline_stage=3,
+        )
+    )
+
+
+def r_pp_layout_conflict():
+    return raised(
+        lambda: _pp(
+            num_layers=4,
+            pipeline_model_parallel_size=2,
+            pipeline_model_parallel_layout="Ett|ttL",
+            num_layers_in_first_pipeline_stage=2,
+        )
+    )
+
+
+def r_pp_layout_count():
+    return raised(
+        lambda: _pp(num_layers=5, pipeline_model_parallel_size=2, pipeline_model_parallel_layout="Ettt|tL")
+    )
+
+
+def r_pp_layout_stages():
+    return raised(
+        lambda: _pp(num_layers=3, pipeline_model_parallel_size=2, pipeline_model_parallel_layout="Et|t|tL")
+    )
+
+
+def r_pp_layout_char():
+    return raised(
+        lambda: _pp(num_layers=3, pipeline_model_parallel_size=2, pipeline_model_parallel_layout="Ett|xL")
+    )
+
+
+def r_pp_layout_vpp():
+    return raised(
+        lambda: _pp(
+            num_layers=4,
+            pipeline_model_parallel_size=2,
+            virtual_pipeline_model_parallel_size=3,
+            pipeline_model_parallel_layout="Et|t|t|tL",
+        )
+    )
+
+
+def r_pp_lm_interleaved():
+    return raised(
+        lambda: lm_validate(
+            [
+                "--pipeline-model-parallel-size", "2",
+                "--num-layers-per-virtual-pipeline-stage", "1",
+                "--no-overlap-p2p-communication",
+            ],
+            world_size=2,
+        )
+    )
+
+
+def r_dp_global_batch():
+    from megatron.core import num_microbatches_calculator as nmc
+
+    def run():
+        nmc.destroy_num_microbatches_calculator()
+        nmc.init_num_microbatches_calculator(
+            rank=0, global_batch_size=10, micro_batch_size=4, data_parallel_size=1
+        )
+
+    return raised(run)
+
+
+# Context parallelism
+
+
+def r_cp_seq_lm():
+    return raised(
+        lambda: lm_validate(
+            ["--context-parallel-size", "2", "--seq-length", "126"], world_size=2, arch=10
+        )
+    )
+
+
+def r_cp_comm_type_len():
+    return raised(lambda: tc(num_layers=4, context_parallel_size=2, cp_comm_type=["p2p", "p2p"]))
+
+
+def r_cp_a2a_p2p():
+    return raised(
+        lambda: lm_validate(
+            ["--context-parallel-size", "2", "--cp-comm-type", "a2a+p2p"], world_size=2, arch=10
+        )
+    )
+
+
+# MoE / expert parallelism
+
+
+def r_moe_ep_without_experts():
+    return raised(lambda: tc(expert_model_parallel_size=2))
+
+
+def r_moe_lm_experts_ep():
+    return raised(
+        lambda: lm_validate(
+            ["--num-experts", "3", "--expert-model-parallel-size", "2"], world_size=2
+        )
+    )
+
+
+def r_moe_bias_etp():
+    return raised(lambda: tc(num_moe_experts=4, tensor_model_parallel_size=2))
+
+
+def r_moe_tp_without_sp():
+    return warned(
+        lambda: tc(
+            num_moe_experts=4,
+            add_bias_linear=False,
+            tensor_model_parallel_size=2,
+            expert_model_parallel_size=2,
+        ),
+        contains="sequence parallelism",
+    )
+
+
+def r_moe_allgather_varlen():
+    return raised(
+        lambda: tc(num_moe_experts=4, moe_token_dispatcher_type="allgather", variable_seq_lengths=True)
+    )
+
+
+def r_moe_deepep():
+    return raised(lambda: tc(num_moe_experts=4, moe_enable_deepep=True))
+
+
+def r_moe_topk1():
+    return raised(lambda: tc(num_moe_experts=4, moe_router_topk=1))
+
+
+def r_moe_ffn_without_experts():
+    return raised(lambda: tc(moe_ffn_hidden_size=128))
+
+
+def r_moe_group_topk():
+    return raised(lambda: tc(num_moe_experts=8, moe_router_topk=2, moe_router_group_topk=2))
+
+
+def r_moe_a2a_overlap_ep():
+    return raised(lambda: tc(num_moe_experts=4, bf16=True, overlap_moe_expert_parallel_comm=True))
+
+
+# Data parallel / optimizer / FSDP
+
+
+def r_dp_overlap_param_gather():
+    return raised(lambda: lm_validate(["--overlap-param-gather"]))
+
+
+def r_dp_overlap_param_gather_grad():
+    return raised(lambda: lm_validate(["--use-distributed-optimizer", "--overlap-param-gather"]))
+
+
+def r_dp_mfsdp_ckpt():
+    return raised(lambda: lm_validate(["--use-megatron-fsdp"]))
+
+
+def r_dp_mfsdp_connections():
+    return raised(
+        lambda: lm_validate(["--use-megatron-fsdp"], env={"CUDA_DEVICE_MAX_CONNECTIONS": "1"})
+    )
+
+
+def r_dp_fsdp2_pp():
+    return raised(
+        lambda: lm_validate(
+            ["--use-torch-fsdp2", "--pipeline-model-parallel-size", "2"], world_size=2
+        )
+    )
+
+
+def r_dp_fsdp2_gaf():
+    return raised(lambda: lm_validate(["--use-torch-fsdp2"]))
+
+
+# Process groups
+
+
+def r_pg_not_initialized():
+    from megatron.core import parallel_state as ps
+
+    return raised(ps.get_tensor_model_parallel_group)
+
+
+def r_pg_unknown_attr():
+    from megatron.core.process_groups_config import ProcessGroupCollection
+
+    return raised(lambda: ProcessGroupCollection(tp=None, tensor=None))
+
+
+def r_pg_invalid_required():
+    from megatron.core.process_groups_config import ProcessGroupCollection
+
+    return raised(lambda: ProcessGroupCollection.use_mpu_process_groups(required_pgs=["tensor"]))
+
+
+def r_pg_mpu_before_init_silent():
+    from megatron.core.process_groups_config import ProcessGroupCollection
+
+    pgs = ProcessGroupCollection.use_mpu_process_groups(required_pgs=["tp", "cp"])
+    return f"accepted: pg_collection.tp={pgs.tp!r} pg_collection.cp={pgs.cp!r}"
+
+
+def r_pg_mpu_dp_before_init():
+    from megatron.core.process_groups_config import ProcessGroupCollection
+
+    return raised(lambda: ProcessGroupCollection.use_mpu_process_groups(required_pgs=["dp"]))
+
+
+def r_pg_lm_world():
+    return raised(lambda: lm_validate(["--tensor-model-parallel-size", "2"], world_size=3))
+
+
+# CUDA streams
+
+
+def r_cs_connections_hopper():
+    return raised(lambda: lm_validate(["--tensor-model-parallel-size", "2"], world_size=2, arch=9))
+
+
+def r_cs_connections_blackwell_silent():
+    with contextlib.redirect_stdout(io.StringIO()):
+        lm_validate(["--tensor-model-parallel-size", "2"], world_size=2, arch=10)
+    return "accepted: TP=2, CUDA_DEVICE_MAX_CONNECTIONS unset, GPU arch 10 (Blackwell)"
+
+
+# Optional kernels
+
+
+def r_ok_te_spec_without_te():
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_with_transformer_engine_spec
+
+    return raised(get_gpt_layer_with_transformer_engine_spec)
+
+
+def r_ok_mamba_ssm_missing():
+    from megatron.core.ssm.mamba_mixer import MambaMixer
+
+    return raised(lambda: MambaMixer(tc(), None, d_model=64))
+
+
+def r_ok_kitchen_stub():
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+
+    return raised(lambda: get_gpt_layer_local_spec(use_kitchen=True))
+
+
+# Deprecations and other config checks
+
+
+def r_dep_mamba_model():
+    import logging
+
+    from megatron.core.models.mamba.mamba_model import MambaModel
+
+    records: list[str] = []
+
+    class Grab(logging.Handler):
+        def emit(self, record):
+            records.append(f"{record.levelname}: {record.getMessage()}")
+
+    logger = logging.getLogger("megatron.core.models.mamba.mamba_model")
+    handler = Grab()
+    logger.addHandler(handler)
+    try:
+        raised(lambda: MambaModel(config=None))
+    finally:
+        logger.removeHandler(handler)
+    return records[0] if records else "<no log record>"
+
+
+def r_dep_lm_hybrid_both():
+    return raised(
+        lambda: lm_validate(["--hybrid-override-pattern", "M*", "--hybrid-layer-pattern", "M*"])
+    )
+
+
+def r_dep_lm_hybrid_override():
+    return warned(
+        lambda: lm_validate(["--hybrid-override-pattern", "M*M*"]), contains="hybrid-override"
+    )
+
+
+def r_dep_lm_model_parallel_size():
+    return raised(lambda: lm_validate(["--model-parallel-size", "2"]))
+
+
+def r_dep_lm_no_position_embedding():
+    return raised(lambda: lm_validate(["--no-position-embedding"]))
+
+
+def r_dep_lm_checkpoint_activations():
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            lm_validate(["--checkpoint-activations"])
+        except SystemExit as exc:
+            tail = out.getvalue().rstrip("\n").splitlines()[-1]
+            return f"{tail}\n(then SystemExit, code {exc.code})"
+    return "<no exit>"
+
+
+def r_dep_inference_params():
+    from megatron.core.utils import deprecate_inference_params
+
+    return warned(lambda: deprecate_inference_params(None, object()), contains="inference_params")
+
+
+def r_cfg_recompute_typo():
+    return raised(lambda: tc(recompute_granularity="block"))
+
+
+# --------------------------------------------------------------------------- gloo repros
+# Run on both ranks of a 2-process gloo world; each starts from a clean parallel state.
+
+
+def g_pg_world_not_divisible():
+    return raised(lambda: init_mp(tensor_model_parallel_size=4))
+
+
+def g_pg_already_initialized():
+    from megatron.core import parallel_state as ps
+
+    init_mp()
+    return raised(ps.initialize_model_parallel)
+
+
+def g_pp_vpp_without_pp():
+    return raised(lambda: init_mp(virtual_pipeline_model_parallel_size=2))
+
+
+def g_moe_expert_grid():
+    return raised(lambda: init_mp(tensor_model_parallel_size=2, expert_model_parallel_size=2))
+
+
+def g_tp_ffn():
+    init_mp(tensor_model_parallel_size=2)
+    return raised(lambda: local_gpt(tc(tensor_model_parallel_size=2, ffn_hidden_size=33)))
+
+
+def g_tp_vocab():
+    init_mp(tensor_model_parallel_size=2)
+    return raised(lambda: local_gpt(tc(tensor_model_parallel_size=2), vocab_size=127))
+
+
+def g_tp_ckpt_shape():
+    init_mp()
+    old = local_gpt(tc(), vocab_size=256).state_dict()
+    new = local_gpt(tc(), vocab_size=128)
+    return raised(lambda: new.load_state_dict(old))
+
+
+def g_tp_sp_split():
+    import torch
+    from megatron.core.tensor_parallel.mappings import scatter_to_sequence_parallel_region
+
+    init_mp(tensor_model_parallel_size=2)
+    return raised(lambda: scatter_to_sequence_parallel_region(torch.zeros(5, 1, 8)))
+
+
+def g_cp_needs_te():
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+    from megatron.core.transformer.enums import AttnMaskType
+
+    init_mp(context_parallel_size=2)
+    cfg = tc(context_parallel_size=2)
+    return raised(lambda: DotProductAttention(cfg, layer_number=1, attn_mask_type=AttnMaskType.causal, attention_type="self"))
+
+
+def g_moe_experts_not_divisible_core():
+    init_mp(expert_model_parallel_size=2)
+    cfg = tc(num_moe_experts=3, expert_model_parallel_size=2, add_bias_linear=False)
+    return raised(lambda: local_gpt(cfg, num_experts=3))
+
+
+def g_dep_gptmodel():
+    import logging
+
+    records: list[str] = []
+
+    class Grab(logging.Handler):
+        def emit(self, record):
+            records.append(f"{record.levelname}: {record.getMessage()}")
+
+    init_mp()
+    logger = logging.getLogger("megatron.core.models.gpt.gpt_model")
+    handler = Grab()
+    logger.addHandler(handler)
+    try:
+        local_gpt(tc())
+    finally:
+        logger.removeHandler(handler)
+    return next((r for r in records if "DEPRECATED" in r), "<no log record>")
+
+
+# --------------------------------------------------------------------------- fresh repros
+# Each runs in its own interpreter. env: extra variables; PYTHONPATH entries are relative
+# to tests/data/troubleshooting and go first.
+
+
+def _import_failure(exc_type) -> str:
+    """Import the GPT layer specs; report which megatron file let exc_type through."""
+    try:
+        import megatron.core.models.gpt.gpt_layer_specs  # noqa: F401
+    except exc_type as exc:
+        frames = traceback.extract_tb(exc.__traceback__)
+        last = [f.filename for f in frames if "site-packages/megatron/" in f.filename][-1]
+        where = last.split("site-packages/", 1)[1]
+        return (
+            f"import megatron.core.models.gpt.gpt_layer_specs -> {type(exc).__name__} "
+            f"propagated from {where}: {exc}"
+        )
+    return "<import succeeded>"
+
+
+def f_ok_te_oserror():
+    return _import_failure(OSError)
+
+
+def f_ok_te_importerror():
+    return _import_failure(ImportError)
+
+
+def f_ok_import_warnings():
+    return warned(
+        lambda: __import__("megatron.core.optimizer"), contains="Falling back to Torch optimizers"
+    )
+
+
+def f_ok_apex_norm():
+    return warned(
+        lambda: __import__("megatron.core.models.gpt.gpt_layer_specs"), contains="Torch Norm"
+    )
+
+
+# --------------------------------------------------------------------------- the table
+
+REPROS: dict[str, tuple[str, object]] = {
+    "TP-01": ("inproc", r_tp_heads),
+    "TP-02": ("inproc", r_tp_query_groups),
+    "TP-03": ("gloo", g_tp_ffn),
+    "TP-04": ("gloo", g_tp_vocab),
+    "TP-05": ("inproc", r_tp_vocab_padding_silent),
+    "TP-06": ("gloo", g_tp_ckpt_shape),
+    "TP-07": ("inproc", r_tp_sp_without_tp),
+    "TP-08": ("gloo", g_tp_sp_split),
+    "TP-09": ("inproc", r_tp_kv_channels_silent),
+    "TP-10": ("inproc", r_tp_lm_hidden_heads),
+    "PP-01": ("inproc", r_pp_dtype),
+    "PP-02": ("inproc", r_pp_layers_core),
+    "PP-03": ("inproc", r_pp_layers_lm),
+    "PP-04": ("inproc", r_pp_uneven_mismatch),
+    "PP-05": ("inproc", r_pp_uneven_middle),
+    "PP-06": ("inproc", r_pp_uneven_vpp),
+    "PP-07": ("inproc", r_pp_layout_conflict),
+    "PP-08": ("inproc", r_pp_layout_count),
+    "PP-09": ("inproc", r_pp_layout_stages),
+    "PP-10": ("inproc", r_pp_layout_char),
+    "PP-11": ("inproc", r_pp_layout_vpp),
+    "PP-12": ("gloo", g_pp_vpp_without_pp),
+    "PP-13": ("inproc", r_pp_lm_interleaved),
+    "CP-01": ("inproc", r_cp_seq_lm),
+    "CP-02": ("gloo", g_cp_needs_te),
+    "CP-03": ("inproc", r_cp_comm_type_len),
+    "CP-04": ("inproc", r_cp_a2a_p2p),
+    "MOE-01": ("inproc", r_moe_ep_without_experts),
+    "MOE-02": ("inproc", r_moe_lm_experts_ep),
+    "MOE-03": ("gloo", g_moe_experts_not_divisible_core),
+    "MOE-04": ("gloo", g_moe_expert_grid),
+    "MOE-05": ("inproc", r_moe_bias_etp),
+    "MOE-06": ("inproc", r_moe_tp_without_sp),
+    "MOE-07": ("inproc", r_moe_allgather_varlen),
+    "MOE-08": ("inproc", r_moe_deepep),
+    "MOE-09": ("inproc", r_moe_topk1),
+    "MOE-10": ("inproc", r_moe_ffn_without_experts),
+    "MOE-11": ("inproc", r_moe_group_topk),
+    "MOE-12": ("inproc", r_moe_a2a_overlap_ep),
+    "DP-01": ("inproc", r_dp_global_batch),
+    "DP-02": ("inproc", r_dp_overlap_param_gather),
+    "DP-03": ("inproc", r_dp_overlap_param_gather_grad),
+    "DP-04": ("inproc", r_dp_mfsdp_ckpt),
+    "DP-05": ("inproc", r_dp_mfsdp_connections),
+    "DP-06": ("inproc", r_dp_fsdp2_pp),
+    "DP-07": ("inproc", r_dp_fsdp2_gaf),
+    "PG-01": ("inproc", r_pg_not_initialized),
+    "PG-02": ("gloo", g_pg_world_not_divisible),
+    "PG-03": ("inproc", r_pg_lm_world),
+    "PG-04": ("gloo", g_pg_already_initialized),
+    "PG-05": ("inproc", r_pg_unknown_attr),
+    "PG-06": ("inproc", r_pg_invalid_required),
+    "PG-07": ("inproc", r_pg_mpu_before_init_silent),
+    "PG-08": ("inproc", r_pg_mpu_dp_before_init),
+    "CS-01": ("inproc", r_cs_connections_hopper),
+    "CS-02": ("inproc", r_cs_connections_blackwell_silent),
+    "OK-01": ("fresh", f_ok_import_warnings),
+    "OK-02": ("fresh", f_ok_apex_norm),
+    "OK-03": ("inproc", r_ok_te_spec_without_te),
+    "OK-04": ("fresh", f_ok_te_oserror),
+    "OK-05": ("fresh", f_ok_te_importerror),
+    "OK-06": ("inproc", r_ok_mamba_ssm_missing),
+    "OK-07": ("inproc", r_ok_kitchen_stub),
+    "DEP-01": ("inproc", r_dep_mamba_model),
+    "DEP-02": ("inproc", r_dep_lm_hybrid_override),
+    "DEP-03": ("inproc", r_dep_lm_hybrid_both),
+    "DEP-04": ("inproc", r_dep_lm_model_parallel_size),
+    "DEP-05": ("inproc", r_dep_lm_no_position_embedding),
+    "DEP-06": ("inproc", r_dep_lm_checkpoint_activations),
+    "DEP-07": ("inproc", r_dep_inference_params),
+    "DEP-08": ("gloo", g_dep_gptmodel),
+    "CFG-01": ("inproc", r_cfg_recompute_typo),
+}
+
+# Fake packages put first on PYTHONPATH for fresh repros (folders under DATA).
+FRESH_PATHS: dict[str, list[str]] = {
+    "OK-04": ["fake_te_oserror"],
+    "OK-05": ["fake_te_importerror"],
+}
+
+# --------------------------------------------------------------------------- worker
+
+
+def _run_all(kind: str) -> dict[str, str]:
+    results = {}
+    for entry_id, (runner, fn) in REPROS.items():
+        if runner != kind:
+            continue
+        try:
+            results[entry_id] = fn()
+        except BaseException as exc:  # noqa: BLE001 - a broken repro must not hide the others
+            results[entry_id] = "<repro crashed> " + exc_text(exc)
+        if kind == "gloo":
+            from megatron.core import parallel_state as ps
+
+            ps.destroy_model_parallel()
+    return results
+
+
+def _gloo_main(rank: int, world: int, port: int) -> dict[str, str]:
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=60),
+    )
+    try:
+        results = _run_all("gloo")
+        dist.barrier()
+        return results
+    finally:
+        dist.destroy_process_group()
+
+
+def _write(out: str, results: dict[str, str]) -> None:
+    Path(out).write_text(json.dumps(results, indent=1))
+
+
+def main(argv: list[str]) -> int:
+    warnings.simplefilter("ignore")  # library warnings on stderr only add noise here
+    kind = argv[0]
+    if kind == "inproc":
+        _write(argv[1], _run_all("inproc"))
+    elif kind == "gloo":
+        rank, world, port, out = int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
+        results = _gloo_main(rank, world, port)
+        if rank == 0:
+            _write(out, results)
+    elif kind == "fresh":
+        entry_id, out = argv[1], argv[2]
+        _write(out, {entry_id: REPROS[entry_id][1]()})
+    else:
+        raise SystemExit(f"unknown worker kind {kind!r}")
+    return 0
+
+
+# --------------------------------------------------------------------------- pytest side
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(extra_paths=()):
+    env = dict(os.environ)
+    env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    paths = [str(DATA / p) for p in extra_paths]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def _launch_all(tmp: Path) -> list[tuple[subprocess.Popen, Path | None, str]]:
+    jobs = []
+
+    def start(args, out, label, extra_paths=()):
+        log = open(tmp / f"{label}.log", "w")
+        proc = subprocess.Popen(
+            [PY, str(THIS), *args], cwd=tmp, env=_env(extra_paths), stdout=log, stderr=log
+        )
+        jobs.append((proc, out, label))
+
+    start(["inproc", str(tmp / "inproc.json")], tmp / "inproc.json", "inproc")
+    port = _free_port()
+    start(["gloo", "0", "2", str(port), str(tmp / "gloo.json")], tmp / "gloo.json", "gloo0")
+    start(["gloo", "1", "2", str(port), str(tmp / "unused.json")], None, "gloo1")
+    for entry_id, (runner, _) in REPROS.items():
+        if runner == "fresh":
+            out = tmp / f"fresh-{entry_id}.json"
+            start(["fresh", entry_id, str(out)], out, f"fresh-{entry_id}", FRESH_PATHS.get(entry_id, ()))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory) -> dict[str, str]:
+    """Run every repro once (three kinds of worker, concurrently) and collect their texts."""
+    tmp = tmp_path_factory.mktemp("trouble")
+    jobs = _launch_all(tmp)
+    results: dict[str, str] = {}
+    failures = []
+    try:
+        for proc, out, label in jobs:
+            try:
+                proc.wait(timeout=WORKER_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                failures.append(f"{label}: timed out")
+                continue
+            if proc.returncode != 0:
+                log = (tmp / f"{label}.log").read_text()[-3000:]
+                failures.append(f"{label}: exit {proc.returncode}\n{log}")
+            elif out is not None:
+                results.update(json.loads(out.read_text()))
+    finally:
+        for proc, _, _ in jobs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+    assert not failures, "\n".join(failures)
+    return results
+
+
+def _entries():
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_troubleshooting import load_entries
+
+    return load_entries()
+
+
+def _reproduced_ids():
+    if __name__ == "__main__" or not DOC.exists():  # worker mode: nothing to parametrize
+        return []
+    return [e.id for e in _entries() if e.status == "reproduced"]
+
+
+def test_every_reproduced_entry_has_a_repro():
+    missing = [i for i in _reproduced_ids() if i not in REPROS]
+    assert not missing, f"entries marked reproduced without a repro: {missing}"
+
+
+def test_no_orphan_repros():
+    entries = {e.id: e for e in _entries()}
+    orphans = [i for i in REPROS if i not in entries or entries[i].status != "reproduced"]
+    assert not orphans, f"repros whose entry is missing or not marked reproduced: {orphans}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry_id", _reproduced_ids())
+def test_documented_text_equals_library_output(entry_id, observed):
+    entry = {e.id: e for e in _entries()}[entry_id]
+    assert entry_id in observed, f"{entry_id}: no result from its worker"
+    assert entry.text == observed[entry_id], (
+        f"{entry_id}: documented\n{entry.text}\n--- but the library gives\n{observed[entry_id]}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
