@@ -90,7 +90,8 @@ def render_text(report):
     out.extend(_object_lines(report.get("objects", {})))
     out.extend(_optional_sections(report))
     env = report.get("env", {})
-    out.append("env: " + (", ".join("%s=%s" % kv for kv in env.items()) if env else "(none of the allow-listed variables set)"))
+    out.append("env: " + (", ".join("%s=%s" % (k, _short(v, 60)) for k, v in env.items())
+                          if env else "(none of the allow-listed variables set)"))
     out.append("took %.1f s" % report.get("timing", {}).get("total_s", 0))
     return "\n".join(out)
 
