@@ -24,7 +24,10 @@ they name a file, their segments must occur in it (bytes for shared libraries).
 from __future__ import annotations
 
 import ast
+import functools
+import os
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,8 +115,11 @@ def counts(entries: list[Entry]) -> dict[str, int]:
 
 
 def _normalized_source(path: Path) -> str:
+    return _normalize_text(path.read_text(encoding="utf-8"))
+
+
+def _normalize_text(src: str) -> str:
     """Source with adjacent string literals joined, so split messages read as one."""
-    src = path.read_text(encoding="utf-8")
     src = re.sub(r"([\"'])\s*(?:\\\s*)?\n?\s*[rfbu]*\1", "", src)
     return re.sub(r"\s+", " ", src)
 
@@ -125,6 +131,42 @@ def segments(message: str) -> list[str]:
     """Fixed pieces of a message: without the exception type, split at <...> placeholders."""
     parts = [p.strip() for p in PLACEHOLDER.split(EXC_PREFIX.sub("", message))]
     return [p for p in parts if len(p) >= MIN_SEGMENT]
+
+
+def fixed_runs(message: str, source: str, min_words: int = 3) -> list[str]:
+    """Maximal runs of the message's words that occur verbatim in the (normalized) source.
+
+    Values interpolated into a message (numbers, names) break the runs, so what remains
+    is the fixed text of the f-string; runs shorter than min_words are dropped.
+    """
+    words = EXC_PREFIX.sub("", message.splitlines()[0]).split()
+    runs, i = [], 0
+    while i < len(words):
+        j = i
+        while j < len(words) and " ".join(words[i : j + 1]) in source:
+            j += 1
+        if j - i >= min_words:
+            runs.append(" ".join(words[i:j]))
+        i = max(j, i + 1)
+    return runs
+
+
+MIRROR = Path(os.environ.get("MEGATRON_LM_MIRROR", "/work/.mirror/NVIDIA+Megatron-LM/repo"))
+# Newest patch release of each minor line in the mirror (there is no core_v0.19.2 tag;
+# 0.19.2 itself is checked against the installed files).
+RELEASES = {15: "core_v0.15.3", 16: "core_v0.16.1", 17: "core_v0.17.1", 18: "core_v0.18.2",
+            19: "core_v0.19.0"}
+MIN_HISTORY_CHARS = 23  # shorter fixed text ("is not divisible by") proves nothing
+HISTORY_RE = re.compile(r"since 0\.(\d+)")
+
+
+@functools.lru_cache(maxsize=None)
+def _source_at(tag: str, path: str) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(MIRROR), "show", f"{tag}:{path}"],
+        capture_output=True, text=True, timeout=60,
+    )
+    return _normalize_text(out.stdout) if out.returncode == 0 else ""
 
 
 ENTRIES = load_entries() if DOC.exists() else []
@@ -149,7 +191,13 @@ def test_entry_has_required_fields(entry):
         assert path and (SITE / path).is_file(), f"{entry.id}: no installed file {path!r}"
 
 
-@pytest.mark.parametrize("entry", BY_STATUS["source-checked"], ids=lambda e: e.id)
+SOURCE_CHECKED = [
+    e for e in ENTRIES
+    if e.status == "source-checked" or any(info == "text source" for info, _ in e.fences)
+]
+
+
+@pytest.mark.parametrize("entry", SOURCE_CHECKED, ids=lambda e: e.id)
 def test_source_checked_text_occurs_in_named_file(entry):
     src = _normalized_source(SITE / entry.raised_in)
     segs = segments(entry.checked_text)
@@ -207,3 +255,40 @@ def test_parser_sees_fields_of_a_sample():
         "fixed text here", "and more text"
     ]
     assert b.status == "reproduced" and "XX-02" not in a.body
+
+
+HISTORY_ENTRIES = [e for e in ENTRIES if HISTORY_RE.search(e.bullet("Text history"))]
+
+
+@pytest.mark.skipif(not MIRROR.is_dir(), reason="Megatron-LM git mirror not available")
+@pytest.mark.parametrize("entry", HISTORY_ENTRIES, ids=lambda e: e.id)
+def test_text_history_matches_the_git_mirror(entry):
+    """'since 0.N': the fixed text is in every release from 0.N to 0.19 and not in 0.(N-1)."""
+    since = int(HISTORY_RE.search(entry.bullet("Text history")).group(1))
+    path = entry.raised_in
+    runs = fixed_runs(entry.checked_text, _normalized_source(SITE / path))
+    assert sum(map(len, runs)) >= MIN_HISTORY_CHARS, (
+        f"{entry.id}: too little fixed text in the installed {path} to track: {runs}"
+    )
+    for minor, tag in RELEASES.items():
+        src = _source_at(tag, path)
+        present = all(r in src for r in runs)
+        if minor >= since:
+            assert present, f"{entry.id}: text not in {tag}:{path}"
+        elif minor == since - 1:
+            assert not present, f"{entry.id}: text already in {tag}:{path}"
+
+
+def test_every_megatron_message_has_a_text_history():
+    lacking = [
+        e.id for e in ENTRIES
+        if e.status != "external" and e.message_fences and e.message_fences[0][0] == "text error"
+        and (e.raised_in or "").startswith("megatron/") and not e.bullet("Text history")
+    ]
+    assert not lacking, f"entries without **Text history:**: {lacking}"
+
+
+def test_fixed_runs_skips_values():
+    src = "raise ValueError(f\"num_attention_heads ({n}) must be a multiple of tensor_model_parallel_size ({tp}).\")"
+    msg = "ValueError: num_attention_heads (6) must be a multiple of tensor_model_parallel_size (4)."
+    assert fixed_runs(msg, src) == ["must be a multiple of tensor_model_parallel_size"]
