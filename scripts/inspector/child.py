@@ -28,9 +28,10 @@ def describe(exc):
     """'Type: message (in file:line)' on one line, bounded."""
     msg = " ".join(str(exc).split())
     text = "%s: %s" % (type(exc).__name__, msg) if msg else type(exc).__name__
-    tb = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
-    if tb:
-        text += " (raised in %s:%s)" % (tb[-1].filename, tb[-1].lineno)
+    frames = [f for f in (traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else [])
+              if not f.filename.startswith("<frozen") and f.filename != __file__]
+    if frames and not isinstance(exc, ModuleNotFoundError):  # "not found" has no useful place
+        text += " (raised in %s:%s)" % (frames[-1].filename, frames[-1].lineno)
     return text[:600]
 
 
