@@ -47,8 +47,6 @@ LICENSE_MARKERS = {
 SKILL_MAX_LINES = 500
 SKILL_MAX_CHARS = 6000  # the 1,500-token budget at about 4 characters per token
 TOC_REQUIRED_OVER_LINES = 100
-TOC_WITHIN_LINES = 80
-TOC_HEADINGS = {"contents", "table-of-contents"}  # the heading over the list itself
 
 SHELL_LANGS = {"bash", "sh", "shell", "console", "zsh"}
 SHELL_OPERATORS = {"|", "||", "&&", ";", "&", ">", ">>", "<", "2>", "2>&1", "1>&2", "&>", ")"}
@@ -207,7 +205,15 @@ def _py_import_targets(root: Path, py: Path) -> set[Path]:
     except SyntaxError:
         return set()
     names = []
-    for node in ast.walk(tree):
+    nodes = list(ast.walk(tree))
+    for node in list(nodes):
+        # Code handed to a child interpreter as a string (python -c BOOTSTRAP) imports modules too.
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "import" in node.value:
+            try:
+                nodes += list(ast.walk(ast.parse(node.value)))
+            except SyntaxError:
+                pass
+    for node in nodes:
         if isinstance(node, ast.Import):
             names += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -264,11 +270,11 @@ def check_toc(root: Path) -> list[str]:
         n_lines = len(md.read_text(encoding="utf-8").splitlines())
         if n_lines <= TOC_REQUIRED_OVER_LINES:
             continue
-        toc = set(mdtools.toc_links(md, TOC_WITHIN_LINES))
+        toc = set(mdtools.toc_links(md))
         h2 = [(line, mdtools.github_slug(text)) for level, line, text in mdtools.heading_texts(md) if level == 2]
-        missing = [slug for _, slug in h2 if slug not in toc and slug not in TOC_HEADINGS]
+        missing = [slug for _, slug in h2 if slug not in toc and slug not in mdtools.TOC_HEADINGS]
         if not toc:
-            problems.append(f"{_rel(root, md)}: {n_lines} lines and no table of contents in its first {TOC_WITHIN_LINES} lines")
+            problems.append(f"{_rel(root, md)}: {n_lines} lines and no table of contents before its first section")
         elif missing:
             problems.append(f"{_rel(root, md)}: table of contents misses sections {missing}")
     return problems

@@ -204,17 +204,19 @@ def anchors(path: Path) -> set[str]:
     return out
 
 
-def toc_links(path: Path, within_lines: int = 60) -> list[str]:
-    """Anchors linked from list items in the first ``within_lines`` lines: the table of contents."""
+TOC_HEADINGS = {"contents", "table-of-contents", "index"}  # headings over the table of contents itself
+
+
+def toc_links(path: Path) -> list[str]:
+    """Anchors linked before the first level-2 section that is not the table of contents itself."""
     toks, off = tokens(path)
     out = []
-    depth = 0
-    for t in toks:
-        if t.type in ("bullet_list_open", "ordered_list_open"):
-            depth += 1
-        elif t.type in ("bullet_list_close", "ordered_list_close"):
-            depth -= 1
-        elif t.type == "inline" and depth and _line(t, off) <= within_lines:
+    for i, t in enumerate(toks):
+        if t.type == "heading_open" and t.tag == "h2":
+            text = "".join(c.content for c in (toks[i + 1].children or []) if c.type in ("text", "code_inline"))
+            if github_slug(text) not in TOC_HEADINGS:
+                break
+        if t.type == "inline":
             for c in t.children or []:
                 href = c.attrGet("href") if c.type == "link_open" else None
                 if href and href.startswith("#"):
