@@ -64,6 +64,7 @@ FLAGS = (
     Flag("--ckpt-format", "ckpt_format", "choice", "torch_dist",
          ("torch", "torch_dist", "torch_dcp", "fsdp_dtensor")),
     Flag("--no-overlap-p2p-communication", "overlap_p2p_comm", "false", True),
+    Flag("--no-gradient-accumulation-fusion", "gradient_accumulation_fusion", "false", True),
     # Model.
     Flag("--num-layers", "num_layers", "size", None),
     Flag("--hidden-size", "hidden_size", "size", None),

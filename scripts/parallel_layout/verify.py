@@ -84,16 +84,33 @@ def _ensure_process_group():
                             world_size=1)
 
 
+_PARSER = []
+
+
+def megatron_parser():
+    """The real Megatron-LM parser (built once: it introspects dataclass sources)."""
+    if not _PARSER:
+        import argparse
+        import megatron.training.arguments as A
+        parser = argparse.ArgumentParser(allow_abbrev=False)
+        A.add_megatron_arguments(parser)
+        _PARSER.append(parser)
+    return _PARSER[0]
+
+
 def _validate(layout):
-    import argparse
     from unittest import mock
     import megatron.training.arguments as A
-    parser = argparse.ArgumentParser(allow_abbrev=False)
-    A.add_megatron_arguments(parser)
-    args = parser.parse_args(megatron_argv(layout))
+    # Kernel fusions default on and need Transformer Engine, which a CPU
+    # environment lacks; they do not change the layout rules.
+    argv = megatron_argv(layout) + ["--no-rope-fusion"]
+    args = megatron_parser().parse_args(argv)
     args._is_global_batch_size_explicitly_specified = args.global_batch_size is not None
     args.rank, args.world_size = 0, layout.world_size
-    with mock.patch.object(A, "get_device_arch_version", lambda: 9):
+    # _print_args only prints (and dominates the run time); the GPU generation
+    # cannot be read on CPU.
+    with mock.patch.object(A, "get_device_arch_version", lambda: 9), \
+            mock.patch.object(A, "_print_args", lambda *a, **k: None):
         A.validate_args(args)
     return args
 
@@ -135,6 +152,8 @@ def _microbatches(args):
 
 def _layers_to_build(config):
     from megatron.core.transformer.transformer_block import get_num_layers_to_build
+    if config.pipeline_model_parallel_layout is not None:
+        return  # an explicit layout was validated by TransformerConfig (validate_layer_layout)
     vpp = config.virtual_pipeline_model_parallel_size
     for pp_rank in range(config.pipeline_model_parallel_size):
         for vp_stage in range(vpp or 1):
