@@ -262,3 +262,62 @@ def test_invalid_layout_is_refused_without_torch_or_store():
     assert "world-divisible" in {v["rule"] for v in summary["layout"]["violations"]}
     assert summary["torch_imported"] is False
     assert "no process group was built" in summary["layout"]["refused"]
+
+
+# ---------------------------------------------------------------- summary and exit code
+
+def _info(world=4):
+    return cluster_env.from_environment(
+        {"RANK": "0", "WORLD_SIZE": str(world), "MASTER_ADDR": "h", "LOCAL_WORLD_SIZE": "2"})
+
+
+def _post(rank, gpus=2, **env):
+    return {"cluster": {"rank": rank, "local_rank": rank % 2, "node_key": f"node{rank // 2}",
+                        "hostname": f"h{rank // 2}", "gpus_visible": gpus},
+            "report": {"torch": {"version": "2.14.1"}, "env": env}, "unmet": []}
+
+
+class _Args:
+    dist_timeout = 30.0
+    json = False
+
+
+def test_summary_all_agree_is_exit_0():
+    posts = {r: _post(r) for r in range(4)}
+    summary = cluster.summarize(_info(), _Args(), posts, set(range(4)), None, None)
+    assert summary["ok"] is True and summary["exit_code"] == 0
+    assert [(n["node"], n["ranks"]) for n in summary["nodes"]] == [("node0", [0, 1]),
+                                                                  ("node1", [2, 3])]
+    assert summary["gpus_per_rank"] == {"0": 2, "1": 2, "2": 2, "3": 2}
+    assert "Result: OK (exit 0)" in cluster_render.render(summary)
+
+
+def test_summary_names_silent_and_unreported_ranks():
+    posts = {r: _post(r) for r in range(2)}
+    summary = cluster.summarize(_info(), _Args(), posts, {0, 1, 2}, None, None)
+    assert summary["silent_ranks"] == [3] and summary["unreported_ranks"] == [2]
+    assert summary["exit_code"] == 1
+
+
+def test_gpu_shortfall_is_a_problem():
+    # Two ranks per node, but node1's second rank sees only one GPU.
+    posts = {r: _post(r) for r in range(4)}
+    posts[3]["cluster"]["gpus_visible"] = 1
+    summary = cluster.summarize(_info(), _Args(), posts, set(range(4)), None, None)
+    assert summary["gpu_problems"] == {"3": "LOCAL_RANK 1 but only 1 GPU(s) visible"}
+    assert summary["exit_code"] == 1
+    assert any(d["field"] == "cluster.gpus_visible" for d in summary["differences"])
+
+
+def test_cpu_only_ranks_are_no_gpu_problem():
+    posts = {r: _post(r, gpus=0) for r in range(4)}
+    assert cluster.gpu_shortfalls(posts) == {}
+
+
+def test_require_applies_on_every_rank():
+    class Args:
+        require = ["torch", "transformer_engine"]
+
+    report = {"torch": {"status": "available"},
+              "kernels": {"transformer_engine": {"status": "not_installed"}}}
+    assert cluster.unmet_requirements(report, Args()) == ["transformer_engine (not_installed)"]

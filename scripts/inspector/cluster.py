@@ -36,6 +36,8 @@ SCHEMA_VERSION = 1
 DEFAULT_TIMEOUT_S = 60.0
 # Rank 0 keeps the store alive this long for the other ranks to read the verdict.
 ACK_WAIT_S = 5.0
+# How long rank 0 waits for the other ranks' group results after its own deadline.
+GRACE_S = 5.0
 
 # LayoutInput attribute -> initialize_model_parallel keyword (megatron-core 0.19.2,
 # as megatron/training/initialize.py passes them).
@@ -303,14 +305,21 @@ def _groups_phase(rdv, info, args, layout_parts, timeout, collect=False):
     from . import cluster_groups
 
     _, _, init_kwargs = layout_parts
-    backend = resolve_backend(args.backend)
-    record = cluster_groups.run(rdv.sub_store("pg"), info, backend, init_kwargs, Deadline(timeout))
+    deadline = Deadline(timeout)
+    backend = args.backend
+    try:
+        backend = resolve_backend(args.backend)
+    except Exception as exc:
+        record = {"stage": "backend", "error": f"{type(exc).__name__}: {exc}", "kinds": {}}
+    else:
+        record = cluster_groups.run(rdv.sub_store("pg"), info, backend, init_kwargs, deadline)
     record["backend"] = backend
     rdv.post("groups", record)
     if not collect:
         return record
-    # Ranks started the phase together; allow one more timeout for a slow peer's report.
-    return rdv.collect("groups", range(info.world_size), Deadline(timeout))
+    # Peers started this phase with the same budget: wait for them only a little
+    # past our own deadline, so the phase never takes much more than --dist-timeout.
+    return rdv.collect("groups", range(info.world_size), Deadline(deadline.left() + GRACE_S))
 
 
 def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=False) -> dict:
@@ -326,6 +335,7 @@ def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=Fa
         if isinstance(p.get("report"), dict) and p["report"].get("error")
     }
     unmet = {str(r): p["unmet"] for r, p in posts.items() if p.get("unmet")}
+    gpu_problems = gpu_shortfalls(posts)
     summary = {
         "schema_version": SCHEMA_VERSION,
         "mode": "distributed",
@@ -339,6 +349,7 @@ def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=Fa
         "probe_errors": probe_errors,
         "differences": diffs,
         "unmet_requirements": unmet,
+        "gpu_problems": gpu_problems,
         "layout": None,
     }
     if layout_parts:
@@ -357,12 +368,27 @@ def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=Fa
         else:
             section["ok"] = False
         summary["layout"] = section
-    problems = bool(silent or no_report or probe_errors or diffs or unmet)
+    problems = bool(silent or no_report or probe_errors or diffs or unmet or gpu_problems)
     if summary["layout"] is not None and not summary["layout"]["ok"]:
         problems = True
     summary["ok"] = not problems
     summary["exit_code"] = 0 if summary["ok"] else 1
     return summary
+
+
+def gpu_shortfalls(posts) -> Dict[str, str]:
+    """Ranks whose LOCAL_RANK has no GPU, on a rank that sees some GPUs.
+
+    One process per GPU is the Megatron convention (torch.cuda.set_device(LOCAL_RANK));
+    a rank that sees no GPU at all is a CPU run or shows up in the differences.
+    """
+    out = {}
+    for rank, post in sorted(posts.items()):
+        c = post["cluster"]
+        seen, local = c.get("gpus_visible"), c.get("local_rank", 0)
+        if seen and local >= seen:
+            out[str(rank)] = f"LOCAL_RANK {local} but only {seen} GPU(s) visible"
+    return out
 
 
 def _comparable(cluster: dict) -> dict:

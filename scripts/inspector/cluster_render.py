@@ -43,7 +43,9 @@ def _groups(section: dict) -> List[str]:
     if merged is None:
         return []
     lines = [f"Groups (backend {section.get('backend')}): one all_reduce each"]
-    for kind in merged["kinds"]:
+    if not any(kind["groups"] for kind in merged["kinds"]):
+        lines.append("  no group was built")
+    for kind in merged["kinds"] if any(k["groups"] for k in merged["kinds"]) else []:
         if not kind["groups"]:
             why = "; ".join(kind["ranks_without_group"]) or "not built"
             req = "MISSING" if kind["required"] else "n/a"
@@ -75,13 +77,16 @@ def _groups(section: dict) -> List[str]:
 def _layout(section) -> List[str]:
     if not section:
         return []
-    sizes = section.get("input", {})
+    sizes = dict(section.get("input", {}))
+    sizes.update({k: v for k, v in (section.get("initialize_model_parallel") or {}).items()
+                  if v is not None})
     short = {
         "tensor_model_parallel_size": "TP",
         "pipeline_model_parallel_size": "PP",
         "context_parallel_size": "CP",
         "expert_model_parallel_size": "EP",
         "expert_tensor_parallel_size": "ETP",
+        "virtual_pipeline_model_parallel_size": "VPP",
     }
     shape = " ".join(f"{v}={sizes[k]}" for k, v in short.items() if k in sizes)
     lines = [f"Layout {shape}: {'valid' if section.get('valid') else 'INVALID'}"]
@@ -97,8 +102,8 @@ def _layout(section) -> List[str]:
 
 def render(summary: dict) -> str:
     lines = [
-        f"Megatron Core cluster check: {summary['world_size']} ranks "
-        f"({summary.get('launcher')})"
+        f"Megatron Core cluster check: {summary['world_size']} "
+        f"{'rank' if summary['world_size'] == 1 else 'ranks'} ({summary.get('launcher')})"
     ]
     if "nodes" in summary:
         lines.append(f"Nodes ({len(summary['nodes'])}):")
@@ -108,6 +113,8 @@ def render(summary: dict) -> str:
             lines.append(f"Ranks with no report before the deadline: {_ranks(summary['unreported_ranks'])}")
         for rank, err in summary.get("probe_errors", {}).items():
             lines.append(f"Local probe failed on rank {rank}: {err}")
+        for rank, problem in summary.get("gpu_problems", {}).items():
+            lines.append(f"GPU problem on rank {rank}: {problem}")
         for rank, names in summary.get("unmet_requirements", {}).items():
             lines.append(f"--require unmet on rank {rank}: {', '.join(names)}")
         lines += _differences(summary)
