@@ -1,0 +1,200 @@
+"""scripts/reference_facts.py: its line-based Markdown scanner agrees with markdown-it-py, its
+extraction finds the documented syntax, and every kind of check fails on a wrong fact."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+
+import reference_facts as rf  # noqa: E402
+
+DATA = REPO / "tests" / "data" / "api"
+DOCS = [p for p in [REPO / "SKILL.md", *sorted((REPO / "references").glob("*.md"))] if p.is_file()]
+
+
+def _parser() -> MarkdownIt:
+    return MarkdownIt("commonmark").enable("table").enable("strikethrough")
+
+
+def _body_offset(text: str) -> int:
+    """Lines taken by YAML frontmatter, which is not Markdown (same rule as tests/mdtools.py)."""
+    lines = text.split("\n")
+    if lines and lines[0].strip() == "---":
+        for i in range(1, len(lines)):
+            if lines[i].strip() == "---":
+                return i + 1
+    return 0
+
+
+def _markdown_it(text: str):
+    tokens = _parser().parse(text)
+    fences = [(t.map[0] + 1, t.info.strip(), t.content) for t in tokens if t.type == "fence"]
+    spans = Counter(
+        c.content for t in tokens if t.type == "inline" and t.children for c in t.children if c.type == "code_inline"
+    )
+    return fences, spans
+
+
+def _ours(text: str):
+    md = rf.scan_markdown(text)
+    fences = [(f.line, f.info, f.body + "\n" if f.body else "") for f in md.fences]
+    return fences, Counter(content for _, content, _ in md.spans)
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[p.name for p in DOCS])
+def test_scanner_matches_markdown_it_on_the_real_documents(path):
+    text = path.read_text(encoding="utf-8")
+    offset = _body_offset(text)
+    body = "\n".join(text.split("\n")[offset:])
+    theirs_fences, theirs_spans = _markdown_it(body)
+    ours_fences, ours_spans = _ours(body)
+    assert ours_fences == theirs_fences
+    assert ours_spans == theirs_spans, (
+        f"only markdown-it: {theirs_spans - ours_spans}; only reference_facts: {ours_spans - theirs_spans}"
+    )
+    assert theirs_fences or theirs_spans or path.stat().st_size < 200
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="`a \\|", min_size=1, max_size=12), min_size=1, max_size=4))
+def test_scanner_matches_markdown_it_on_generated_lines(chunks):
+    # One paragraph line; the leading "x" keeps it from being a heading, list, table or code block.
+    line = "x" + "".join(chunks).rstrip()
+    _, theirs = _markdown_it(line)
+    _, ours = _ours(line)
+    assert ours == theirs
+
+
+def test_scanner_edge_cases():
+    text = "\n".join([
+        "````markdown",
+        "```python",
+        "`inside a fence`",
+        "```",
+        "````",
+        "<!-- `in a comment`",
+        "still `comment` -->",
+        "~~~python signature a:b",
+        "def f(): ...",
+        "~~~",
+        "`` a`b `` and \\`not a span` and `real`",
+        "",
+        "a `span that",
+        "wraps` - not a list",
+    ])
+    md = rf.scan_markdown(text)
+    assert [(f.info, f.line) for f in md.fences] == [("markdown", 1), ("python signature a:b", 8)]
+    assert [(line, c) for line, c, _ in md.spans] == [(11, "a`b"), (11, "and"), (13, "span that wraps")]
+    assert Counter(c for _, c, _ in md.spans) == _markdown_it(text)[1]
+
+
+def test_extraction_of_the_fixture_finds_each_documented_form():
+    facts = {f.id: f for f in rf.extract_facts([DATA / "good.md"])}
+    assert set(facts) == {
+        "name:megatron.core.parallel_state.initialize_model_parallel",
+        "name:megatron.core.models.gpt.gpt_model:GPTModel",
+        "name:megatron.core.transformer.moe.grouped_gemm_util",
+        "name:megatron.core.transformer.hyper_connection",
+        "name:megatron.core.transformer",
+        "name:megatron.core.transformer:TransformerConfig",
+        "signature:megatron.core.parallel_state:RankGenerator",
+        "default:TransformerConfig.num_query_groups",
+        "default:TransformerConfig.params_dtype",
+        "default:TransformerConfig.activation_func",
+        "default:ModuleSpec.module",
+        "derived:TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4).ffn_hidden_size",
+        "quote:megatron/core/transformer/spec_utils.py:when instantiating",
+        "fieldcount:megatron.core.transformer.transformer_config:TransformerConfig",
+    }
+    assert facts["name:megatron.core.transformer.moe.grouped_gemm_util"].versions == "0.16"
+    assert facts["name:megatron.core.transformer.hyper_connection"].versions == "main"
+    gpt = facts["name:megatron.core.models.gpt.gpt_model:GPTModel"]
+    assert [s.rsplit(":", 1)[1] for s in gpt.sources] == ["3", "4"]
+
+
+@pytest.mark.parametrize("spec,inside,outside", [
+    ("0.16", ["0.16.0", "0.16.1"], ["0.17.0", "0.19.2"]),
+    ("0.16-0.18", ["0.16.1", "0.17.0", "0.18.2"], ["0.15.3", "0.19.2"]),
+    ("0.16, 0.19.2", ["0.16.0", "0.19.2"], ["0.19.0", "0.17.1"]),
+    ("main", ["0.20.0rc0", "0.20.0.dev0"], ["0.19.2"]),
+])
+def test_version_spec(spec, inside, outside):
+    assert all(rf.version_in_spec(v, spec) for v in inside)
+    assert not any(rf.version_in_spec(v, spec) for v in outside)
+
+
+@pytest.mark.parametrize("a,b", [
+    ("Optional[int]", "int | None"),
+    ("typing.Optional[typing.List[torch.Tensor]]", "list[Tensor] | None"),
+    ("Union[ModuleSpec, type]", "type | ModuleSpec"),
+    ("'TransformerConfig'", "megatron.core.transformer.transformer_config.TransformerConfig"),
+    ("Literal['rope', 'none']", "Literal['rope','none']"),
+])
+def test_annotation_normalization(a, b):
+    assert rf.normalize_annotation(a) == rf.normalize_annotation(b)
+
+
+def test_annotation_normalization_keeps_differences():
+    assert rf.normalize_annotation("Optional[int]") != rf.normalize_annotation("int")
+    assert rf.normalize_annotation("Literal['rope']") != rf.normalize_annotation("Literal['none']")
+
+
+@pytest.fixture(scope="module")
+def bad_results():
+    facts = rf.extract_facts([DATA / "bad.md"])
+    return {r["id"]: r for r in rf.check_facts(facts)}
+
+
+# Each wrong fact in tests/data/api/bad.md and the status its check must report.
+BAD = {
+    "name:megatron.core.models.gpt.gpt_model:GPTModelX": "missing",
+    "name:megatron.core.no_such_module.thing": "missing",
+    "name:megatron.core.models.gpt.gpt_model:GPTModel": "mismatch",  # tagged (0.16) yet present in 0.19.2
+    "name:megatron.core.transformer.no_such_thing": "mismatch",  # tagged (main) but absent from main
+    "signature:megatron.core.parallel_state:RankGenerator": "mismatch",
+    "signature:megatron.core.parallel_state:destroy_model_parallel": "mismatch",
+    "signature:megatron.core.models.gpt.gpt_model:GPTModel": "mismatch",
+    "default:TransformerConfig.num_query_groups": "mismatch",
+    "default:TransformerConfig.no_such_field": "missing",
+    "default:ModuleSpec.params": "mismatch",
+    "derived:TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4).kv_channels": "mismatch",
+    "derived:TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, pipeline_model_parallel_size=2).ffn_hidden_size": "error",
+    "quote:megatron/core/transformer/spec_utils.py:when constructing": "mismatch",
+    "fieldcount:megatron.core.transformer.transformer_config:TransformerConfig": "mismatch",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fact_id,status", sorted(BAD.items()))
+def test_each_check_fails_on_a_wrong_fact(bad_results, fact_id, status):
+    result = bad_results[fact_id]
+    assert result["status"] == status, result
+    assert result["detail"], "a failed check must say what the installation has instead"
+
+
+@pytest.mark.slow
+def test_bad_fixture_has_no_unexpected_facts(bad_results):
+    assert set(bad_results) == set(BAD)
+
+
+@pytest.mark.slow
+def test_signature_mismatch_names_the_difference(bad_results):
+    detail = bad_results["signature:megatron.core.parallel_state:RankGenerator"]["detail"]
+    assert "gtp_remat" in detail and "installed:" in detail
+    detail = bad_results["signature:megatron.core.models.gpt.gpt_model:GPTModel"]["detail"]
+    assert "position_embedding_type: default 'rope'" in detail
+
+
+@pytest.mark.slow
+def test_good_fixture_holds():
+    results = rf.check_facts(rf.extract_facts([DATA / "good.md"]))
+    assert [r for r in results if r["status"] != "ok"] == []
