@@ -1,0 +1,143 @@
+"""scripts/check_parallel_layout.py as a command: exit codes, JSON schema,
+--ranks, --plan, --help, and a fuzzed argument parser that never produces a
+traceback (bad input: exit 2 with one line on stderr)."""
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "check_parallel_layout.py")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import check_parallel_layout as cli  # noqa: E402
+from parallel_layout import flags, ranks, rules  # noqa: E402
+
+MODEL = ("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+         "--max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 256 "
+         "--vocab-size 32000 --bf16 --sequence-parallel --use-distributed-optimizer").split()
+
+
+def run(argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main([str(a) for a in argv])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_valid_layout_exits_0_with_json_contract():
+    rc, out, _ = run(["--world-size", 64, "--tensor-model-parallel-size", 8,
+                      "--pipeline-model-parallel-size", 2, "--json", "--lr", "3e-4"] + MODEL)
+    assert rc == 0
+    data = json.loads(out)
+    assert data["schema_version"] == 1 and data["valid"] is True
+    assert data["violations"] == []
+    d = data["derived"]
+    assert (d["data_parallel_size"], d["expert_data_parallel_size"], d["num_microbatches"],
+            d["padded_vocab_size"], d["layers_per_stage"]) == (4, None, 64, 32768, [16, 16])
+    m = data["memory"]
+    assert m["weight_and_optimizer_bytes_per_gpu"] > 0 and m["activation_bytes_per_gpu"] > 0
+    assert data["ignored_flags"] == ["--lr", "3e-4"]
+
+
+def test_invalid_layout_reports_every_violation_and_exits_1():
+    rc, out, _ = run(["--world-size", 12, "--tensor-model-parallel-size", 8,
+                      "--num-attention-heads", 12, "--num-layers", 7,
+                      "--pipeline-model-parallel-size", 2, "--json"])
+    assert rc == 1
+    data = json.loads(out)
+    assert data["valid"] is False
+    got = {v["rule"] for v in data["violations"]}
+    assert {"world-divisible", "heads-divisible-by-tp", "layers-divisible-by-pp"} <= got
+    assert all(v["message"] and v["fix"] for v in data["violations"])
+
+
+def test_ranks_json_and_text_rank_map():
+    argv = ["--world-size", 16, "--tensor-model-parallel-size", 2,
+            "--pipeline-model-parallel-size", 2, "--expert-model-parallel-size", 4,
+            "--num-experts", 8, "--disable-bias-linear", "--gpus-per-node", 4, "--ranks"]
+    rc, out, _ = run(argv + ["--json"])
+    data = json.loads(out)
+    assert rc == 0
+    for key in ("tp", "pp", "dp", "cp", "ep", "etp", "edp", "tp-pp", "dp-cp", "tp-ep-pp"):
+        assert key in data["ranks"]
+    assert data["ranks"]["tp"][0] == [0, 1]
+    assert data["rank_map"][5] == {"rank": 5, "node": 1, "gpu": 1,
+                                   "coords": ranks.rank_coordinates(
+                                       flags.parse_layout([str(a) for a in argv])[0])[5]}
+    rc, text, _ = run(argv)
+    assert "rank     5: node    1 gpu  1" in text
+
+
+def test_plan_lists_valid_layouts_best_first():
+    rc, out, _ = run(["--world-size", 64, "--plan", "--json"] + MODEL)
+    data = json.loads(out)
+    assert rc == 0 and data["plan_count"] == len(data["plan"]) or data["plan_count"] > 20
+    for plan in data["plan"]:
+        argv = ["--world-size", "64"] + MODEL + plan["flags"].split()
+        assert rules.check(flags.parse_layout(argv)[0]).valid, plan
+    scores = [p["score"] for p in data["plan"] if p["fits_memory"] and p["tp_within_node"]]
+    assert scores == sorted(scores)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--world-size", "0"], "must be >= 1"),
+    (["--world-size", "-4"], "must be >= 1"),
+    (["--world-size", "2.5"], "expected an integer"),
+    (["--world-size", "8", "--tensor-model-parallel-size"], "expected one argument"),
+    ([], "world size is required"),
+    (["--world-size", "8", "--nnodes", "2", "--nproc-per-node", "8"], "contradicts"),
+    (["--world-size", "8", "--fp16", "--bf16"], "contradict"),
+    (["--world-size", "8", "--recompute-granularity", "some"], "invalid choice"),
+    (["--world-size", "8", "--gpu-memory-gib", "nan"], "positive number"),
+])
+def test_bad_input_exits_2_with_one_line(argv, needle):
+    rc, out, err = run(argv)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def test_subprocess_exit_codes_and_help_without_torch():
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    codes = [subprocess.run([sys.executable, SCRIPT] + a, capture_output=True, text=True,
+                            env=env, timeout=60).returncode
+             for a in (["--world-size", "8"], ["--world-size", "6", "--tensor-model-parallel-size",
+                                                "4"], ["--world-size", "x"])]
+    assert codes == [0, 1, 2]
+    probe = ("import runpy, sys; sys.argv = ['x', '--help']\n"
+             "try:\n    runpy.run_path(%r, run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')") % SCRIPT
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=60).stdout
+    assert out.strip().endswith("NO-TORCH")
+    for flag in flags.FLAGS + flags.WORLD_FLAGS:
+        assert flag.option in out
+
+
+FLAG_NAMES = [f.option for f in flags.FLAGS + flags.WORLD_FLAGS] + [
+    "--json", "--ranks", "--plan", "--plan-limit", "--lr", "--unknown-x", "-x", "--", "-"]
+VALUES = st.one_of(
+    st.integers(-3, 70).map(str), st.sampled_from(["0", "-1", "1.5", "", " ", "1e3", "nan",
+                                                   "inf", "abc", "2**8", "E|tL", "Et*3|(tt|)*2L",
+                                                   "([1]*3+[0])*2", "[1,0", "9" * 30, "--json"]),
+    st.text(max_size=12))
+
+
+@settings(max_examples=400, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(st.lists(st.one_of(st.sampled_from(FLAG_NAMES), VALUES), max_size=14))
+def test_fuzzed_arguments_never_raise(argv):
+    if "--plan" in argv:
+        argv = [a for a in argv if a != "--plan"]  # planning large worlds is slow, not a parser path
+    rc, out, err = run(argv)
+    assert rc in (0, 1, 2)
+    assert "Traceback" not in err and "internal error" not in err, err
+    if rc == 2:
+        assert err.count("\n") == 1 and err.startswith("check_parallel_layout.py: error:")

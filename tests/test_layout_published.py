@@ -1,0 +1,81 @@
+"""Every published training layout in ../shared/data/published_layouts.json
+(papers and Megatron's benchmarks, with sources) is judged valid, with the
+published data-parallel size.  Entries leave some fields null (micro batch,
+VPP, query groups, ffn size: see each entry's notes); null means the flag is
+not passed, as a user who does not know it would do."""
+
+import json
+import os
+import sys
+import warnings
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+from parallel_layout import flags, rules  # noqa: E402
+
+DATA = os.path.join(ROOT, "..", "shared", "data", "published_layouts.json")
+ENTRIES = json.load(open(DATA)) if os.path.exists(DATA) else []
+
+OPTIONAL = (
+    ("ffn_hidden_size", "--ffn-hidden-size"),
+    ("num_moe_experts", "--num-experts"),
+    ("ep", "--expert-model-parallel-size"),
+    ("etp", "--expert-tensor-parallel-size"),
+    ("vpp", "--num-virtual-stages-per-pipeline-rank"),
+    ("micro_batch_size", "--micro-batch-size"),
+    ("global_batch_size", "--global-batch-size"),
+)
+
+
+def entry_argv(e):
+    argv = ["--world-size", e["world_size"], "--tensor-model-parallel-size", e["tp"],
+            "--pipeline-model-parallel-size", e["pp"], "--context-parallel-size", e["cp"] or 1,
+            "--num-layers", e["num_layers"], "--hidden-size", e["hidden_size"],
+            "--num-attention-heads", e["num_attention_heads"], "--seq-length", e["seq_length"],
+            "--max-position-embeddings", e["seq_length"], "--vocab-size", e["vocab_size"],
+            "--bf16"]
+    groups = e["num_query_groups"]
+    if groups is not None and groups != e["num_attention_heads"]:
+        argv += ["--group-query-attention", "--num-query-groups", groups]
+    for key, flag in OPTIONAL:
+        if e[key] is not None:
+            argv += [flag, e[key]]
+    if e["tp"] > 1:
+        argv.append("--sequence-parallel")
+    return [str(a) for a in argv]
+
+
+def test_published_layouts_exist():
+    assert len(ENTRIES) >= 20, DATA
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["name"] for e in ENTRIES])
+def test_published_layout_is_valid_with_published_dp(entry):
+    layout, unknown = flags.parse_layout(entry_argv(entry))
+    assert unknown == []
+    result = rules.check(layout)
+    assert result.valid, [(v.rule, v.message) for v in result.violations]
+    assert result.derived["data_parallel_size"] == entry["dp"]
+    assert result.derived["layers_per_stage"] == [entry["num_layers"] // entry["pp"]] * entry["pp"]
+    if entry["micro_batch_size"] is not None:
+        assert result.derived["num_microbatches"] == \
+            entry["global_batch_size"] // (entry["micro_batch_size"] * entry["dp"])
+    assert result.memory["weight_and_optimizer_bytes_per_gpu"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["name"] for e in ENTRIES])
+def test_megatron_accepts_published_layout(entry):
+    """Megatron's own validation agrees (micro batch 1 where the source gives none)."""
+    from parallel_layout import verify
+    argv = entry_argv(entry)
+    if entry["micro_batch_size"] is None:
+        argv += ["--micro-batch-size", "1"]
+    layout, _ = flags.parse_layout(argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        verdict = verify.megatron_verdict(layout)
+    assert verdict["accepted"], verdict
