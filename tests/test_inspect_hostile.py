@@ -121,3 +121,14 @@ def test_no_megatron_and_a_module_raising_on_attribute_access_text_form():
     assert fa and "error" in fa[0]
     assert "RuntimeError: flash_attn lazy loader failed" in text
     assert any(l.startswith("torch") and "available" in l for l in lines)
+
+
+def test_torch_import_hangs_everything_is_a_bounded_timeout():
+    r = run(sys.executable, "--json", "--timeout", "6", fakes=("torch_hangs",))
+    assert r.returncode == 0 and r.seconds < 6 + 20
+    report = json.loads(r.stdout)
+    assert schema.validate(report, probes.KERNELS) == []
+    assert report["torch"]["status"] == "timeout"
+    assert report["torch"]["reason"] == "no answer within 6 s (last step: import torch)"
+    assert report["megatron_core"]["status"] == "timeout"
+    assert report["megatron_core"]["reason"] == "no answer within 6 s (last step: import torch)"

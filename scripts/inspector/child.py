@@ -12,10 +12,11 @@ import sys
 import traceback
 
 _OUT = None
+_PREFIX = [""]  # facts of a sub-task run inside another task carry its prefix ("torch:")
 
 
 def emit(key, value):
-    _OUT.write(json.dumps({"set": key, "value": value}, default=repr) + "\n")
+    _OUT.write(json.dumps({"set": _PREFIX[0] + key, "value": value}, default=repr) + "\n")
     _OUT.flush()
 
 
@@ -103,6 +104,7 @@ def task_torch(params):
             emit("cuda_devices", _cuda_devices(torch))
         except BaseException as exc:
             emit("cuda_devices", {"error": describe(exc)})
+    emit("__done__", True)
 
 
 def _cudnn_version(torch):
@@ -142,6 +144,14 @@ def _cuda_devices(torch):
 
 # ---------------------------------------------------------------- megatron
 def task_megatron(params):
+    if params.get("with_torch"):
+        # torch's facts first, from this same process: one torch import instead of two, and they
+        # are already out if megatron.core later fails or hangs.
+        _PREFIX[0] = "torch:"
+        try:
+            task_torch({})
+        finally:
+            _PREFIX[0] = ""
     stage("import megatron.core")
     try:
         import megatron.core as mc

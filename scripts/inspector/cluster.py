@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import sys
 import time
 from typing import Dict, List, Optional
@@ -38,6 +37,9 @@ DEFAULT_TIMEOUT_S = 60.0
 ACK_WAIT_S = 5.0
 # How long rank 0 waits for the other ranks' group results after its own deadline.
 GRACE_S = 5.0
+# Set when this rank skipped teardown (a collective hung): exit without joining
+# torch's background threads, which could block interpreter shutdown.
+_UNCLEAN: List[int] = []
 
 # LayoutInput attribute -> initialize_model_parallel keyword (megatron-core 0.19.2,
 # as megatron/training/initialize.py passes them).
@@ -57,7 +59,7 @@ class BadArguments(ValueError):
 
 def _layout_api():
     """parallel_layout's flags/rules/ranks modules, or raise ImportError."""
-    from parallel_layout import flags, ranks, rules  # noqa: F401  (rules may be missing)
+    from parallel_layout import flags, ranks, rules
 
     return flags, rules, ranks
 
@@ -174,10 +176,10 @@ def _namespace_for_world(args, info):
 
 
 def _virtual_pipeline_size(layout, result) -> Optional[int]:
+    # parallel_layout.derive resolves both VPP spellings of Megatron-LM's flags.
     derived = getattr(result, "derived", None) or {}
-    for key in ("virtual_pipeline_model_parallel_size", "vpp"):
-        if derived.get(key):
-            return int(derived[key])
+    if derived.get("virtual_pipeline_model_parallel_size"):
+        return int(derived["virtual_pipeline_model_parallel_size"])
     return getattr(layout, "num_virtual_stages_per_pipeline_rank", None)
 
 
@@ -314,6 +316,8 @@ def _groups_phase(rdv, info, args, layout_parts, timeout, collect=False):
     else:
         record = cluster_groups.run(rdv.sub_store("pg"), info, backend, init_kwargs, deadline)
     record["backend"] = backend
+    if record.get("clean") is False:
+        _UNCLEAN.append(info.rank)
     rdv.post("groups", record)
     if not collect:
         return record
@@ -327,7 +331,7 @@ def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=Fa
     node_of = {r: posts[r]["cluster"].get("node_key", "?") for r in posts}
     silent = [r for r in world if r not in hello]
     no_report = [r for r in world if r in hello and r not in posts]
-    reports = {r: {"cluster": _comparable(p["cluster"]), "report": p.get("report")} for r, p in posts.items()}
+    reports = {r: {"cluster": p["cluster"], "report": p.get("report")} for r, p in posts.items()}
     diffs = cluster_diff.differences(reports, node_of)
     probe_errors = {
         str(r): p["report"]["error"]
@@ -391,10 +395,6 @@ def gpu_shortfalls(posts) -> Dict[str, str]:
     return out
 
 
-def _comparable(cluster: dict) -> dict:
-    return {k: v for k, v in cluster.items() if k != "torch_error" or v}
-
-
 def _nodes(posts) -> List[dict]:
     nodes: Dict[str, dict] = {}
     for rank in sorted(posts):
@@ -437,10 +437,25 @@ def _emit(summary: dict, args, out=None) -> None:
     out.flush()
 
 
+def _probe_timeout(args) -> float:
+    """Upper bound of the local probe (its children's --timeout)."""
+    given = getattr(args, "timeout", None)
+    if given:
+        return float(given)
+    try:
+        from .report import DEFAULT_TIMEOUT
+    except ImportError:
+        return DEFAULT_TIMEOUT_S
+    return float(DEFAULT_TIMEOUT)
+
+
 def _worker(rdv, info, args, layout_parts, timeout: float) -> int:
-    plan = rdv.wait_for("plan/0", Deadline(2 * timeout))
+    # Rank 0 starts its gather after its own probe, which may end up to one probe
+    # timeout after ours; its gather then lasts at most ``timeout``.
+    wait = timeout + _probe_timeout(args) + GRACE_S
+    plan = rdv.wait_for("plan/0", Deadline(wait))
     if plan is None:
-        _say(info, f"rank 0 gave no plan within {2 * timeout:g}s; stopping")
+        _say(info, f"rank 0 gave no plan within {wait:g}s; stopping")
         return 1
     if plan.get("layout"):
         _groups_phase(rdv, info, args, layout_parts, timeout)
@@ -467,6 +482,9 @@ def main(args) -> int:
     except BadArguments as exc:
         _error(str(exc))
         return 2
+    except Exception as exc:  # a checker bug must still not print a traceback
+        _error(f"cannot check the layout: {type(exc).__name__}: {exc}")
+        return 2
     if layout_parts and not layout_parts[1].valid:
         return refuse_layout(info, args, layout_parts)
     try:
@@ -474,7 +492,12 @@ def main(args) -> int:
         # megatron or torch prints from Python goes to stderr instead.
         out = sys.stdout
         with contextlib.redirect_stdout(sys.stderr):
-            return _run(info, args, layout_parts, timeout, out)
+            code = _run(info, args, layout_parts, timeout, out)
+        if _UNCLEAN:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return code
     except Exception as exc:  # never a traceback from a rank; say where and why
         _say(info, f"distributed check failed: {type(exc).__name__}: {exc}")
         return 1

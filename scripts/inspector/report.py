@@ -61,11 +61,13 @@ def plan_jobs(opts):
     """{job name: (task, params)} for this run, and the kernels skipped as not installed."""
     object_keys = list(objects.DEFAULT_OBJECTS) + [
         k for k in (opts["objects"] or []) if k not in objects.DEFAULT_OBJECTS]
-    jobs = {"torch": ("torch", {"cuda": opts["cuda"]}),
-            "megatron": ("megatron", {"objects": object_keys,
+    # Without --cuda, torch's facts come from the megatron child (one torch import less);
+    # with --cuda a separate child asks torch about devices so megatron's probe never waits on it.
+    jobs = {"torch": ("torch", {"cuda": True})} if opts["cuda"] else {}
+    jobs.update({"megatron": ("megatron", {"with_torch": not opts["cuda"], "objects": object_keys,
                                       "verdicts": {k: list(v) for k, v in probes.VERDICTS.items()},
                                       "te_module": probes.TE_EXTENSION_MODULE,
-                                      "config_fields": opts["config_fields"]})}
+                                      "config_fields": opts["config_fields"]})})
     absent = {}
     for name, spec in probes.KERNELS.items():
         chains = [spec["imports"]] + spec.get("alternatives", [])
@@ -109,8 +111,20 @@ def _child_failed(res, timeout):
     return None
 
 
+def torch_view(results):
+    """The torch child's result, or the torch part of the megatron child's result."""
+    if "torch" in results:
+        return results["torch"]
+    res = dict(results["megatron"])
+    res["facts"] = {k[len("torch:"):]: v for k, v in res["facts"].items() if k.startswith("torch:")}
+    if res["facts"].get("__done__"):  # torch finished before whatever happened to megatron
+        res.update(timed_out=False, signal=None, returncode=0, spawn_error=None)
+    return res
+
+
 def torch_entry(res, timeout):
     facts = dict(res["facts"])
+    facts.pop("__done__", None)
     failed = _child_failed(res, timeout)
     if failed and facts.get("status") in (None, "available"):
         facts["status"], facts["reason"] = failed
@@ -200,20 +214,19 @@ def precision_entry(te_entry):
             for k in probes.PRECISION_CHECKS}
 
 
-def gpus_entry(opts, torch_facts, python):
-    devices, reason = gpus.from_nvidia_smi(min(opts["timeout"], 20))
-    source = "nvidia-smi"
-    if devices is None:
-        res = run_children({"nvml": ("nvml", {})}, python, min(opts["timeout"], 20))["nvml"]
-        facts = res["facts"]
+def gpus_entry(opts, smi, nvml_res, torch_facts):
+    """``smi`` = (devices, reason) from nvidia-smi; ``nvml_res`` = the NVML child's result or None."""
+    devices, reason = smi
+    source = "nvidia-smi" if devices is not None else None
+    if devices is None and nvml_res is not None:
+        facts = nvml_res["facts"]
         if facts.get("status") == "available":
             devices, source = facts.get("devices", []), "nvml"
             for d in devices:
                 d["driver"] = facts.get("driver")
         else:
             reason = "%s; NVML: %s" % (reason, facts.get("reason") or
-                                        failure_reason(res, opts["timeout"]) or "unavailable")
-            source = None
+                                        failure_reason(nvml_res, opts["timeout"]) or "unavailable")
     out = gpus.entry(devices, source, reason)
     if opts["cuda"]:
         out["torch_view"] = torch_facts.get("cuda_devices", {"error": "torch did not answer"})
@@ -255,8 +268,11 @@ def collect(options=None):
     opts = options_from(options)
     started = time.monotonic()
     jobs, absent, object_keys = plan_jobs(opts)
+    smi = gpus.from_nvidia_smi(min(opts["timeout"], 20))
+    if smi[0] is None:
+        jobs["nvml"] = ("nvml", {})
     results = run_children(jobs, opts["python"], opts["timeout"], _child_env(opts))
-    torch_facts = torch_entry(results["torch"], opts["timeout"])
+    torch_facts = torch_entry(torch_view(results), opts["timeout"])
     core, objs, extra = megatron_entries(results["megatron"], object_keys, opts["timeout"],
                                          opts["config_fields"])
     kernels = {}
@@ -265,7 +281,7 @@ def collect(options=None):
                                      opts["timeout"], core.get("verdicts", {}))
     report = {"schema_version": SCHEMA_VERSION, "tool": "scripts/inspect_core_api.py",
               "python": python_entry(), "platform": platform_entry(), "torch": torch_facts,
-              "gpus": gpus_entry(opts, torch_facts, opts["python"]), "megatron_core": core,
+              "gpus": gpus_entry(opts, smi, results.get("nvml"), torch_facts), "megatron_core": core,
               "kernels": kernels, "precision": precision_entry(kernels["transformer_engine"]),
               "objects": objs, "env": env.collect()}
     torch_facts.pop("cuda_devices", None)
