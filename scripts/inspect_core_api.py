@@ -7,6 +7,7 @@ timeout (see scripts/inspector/__init__.py).
 import os
 import sys
 
+sys.dont_write_bytecode = True  # the inspector writes nothing, not even its own .pyc files
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 

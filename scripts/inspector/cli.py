@@ -4,6 +4,7 @@ import json
 import sys
 
 from inspector import objects, probes
+from inspector.report import DEFAULT_TIMEOUT
 
 EXIT_OK, EXIT_REQUIRE, EXIT_USAGE = 0, 1, 2
 REQUIRABLE = ("python", "torch", "gpus", "megatron_core") + tuple(probes.KERNELS)
@@ -94,7 +95,8 @@ def build_parser(cluster=None):
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="print one JSON object (with schema_version) instead of text")
     p.add_argument("--timeout", type=_positive, default=None, metavar="SECONDS",
-                   help="limit for each child process (default 90); children run concurrently")
+                   help="limit for each child process (default %g); children run concurrently"
+                        % DEFAULT_TIMEOUT)
     p.add_argument("--cuda", action="store_true",
                    help="also ask torch (in a child) about CUDA devices, run a tiny matmul, and "
                         "ask Transformer Engine about FP8/MXFP8/NVFP4 support")
