@@ -109,3 +109,24 @@ def test_version_notes_cite_checked_sources():
     assert len(rows) >= 15
     for row in rows:
         assert re.search(r"core_v0\.1[6-9]\.0|main|—", row.rsplit("|", 2)[-2]), row
+
+
+@pytest.mark.slow
+def test_model_parallel_cuda_manual_seed_needs_cuda():
+    """The reference says the seed function raises torch's RuntimeError without a GPU."""
+    import os
+    import subprocess
+
+    code = (
+        "import torch\n"
+        "from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed\n"
+        "assert not torch.cuda.is_available()\n"
+        "try:\n"
+        "    model_parallel_cuda_manual_seed(1234, tp_rank=0, ep_rank=0, etp_rank=0)\n"
+        "except RuntimeError:\n"
+        "    print('RuntimeError')\n"
+    )
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "RuntimeError"
