@@ -157,3 +157,33 @@ def test_text_form_groups_identical_object_failures():
     objs = {"m:A%d" % i: {"status": "import_failed", "reason": "OSError: x"} for i in range(5)}
     lines = render._object_lines(objs)
     assert lines == ["objects: 0 of 5 available", "  import_failed 5 objects: OSError: x"]
+
+
+def test_precision_checks_report_te_answers_with_reasons():
+    environ = dict(os.environ, PYTHONPATH=os.path.join(HOSTILE, "te_fake"))
+    params = dict(probes.KERNELS["transformer_engine"], precision=probes.PRECISION_CHECKS, cuda=True)
+    res = children.run_child(sys.executable, "kernel", params, 30, environ)
+    facts = res["facts"]
+    assert facts["status"] == "available" and facts["version"] == "2.99.0"
+    prec = facts["precision"]
+    assert prec["fp8"] == {"status": "unsupported", "check": "transformer_engine.pytorch.fp8.check_fp8_support",
+                           "reason": "Device compute capability 8.9 or higher required for FP8 execution."}
+    assert prec["mxfp8"] == {"status": "available", "check": "transformer_engine.pytorch.fp8.check_mxfp8_support"}
+    assert prec["nvfp4"]["status"] == "missing"
+
+
+def test_precision_is_not_checked_without_cuda():
+    environ = dict(os.environ, PYTHONPATH=os.path.join(HOSTILE, "te_fake"))
+    params = dict(probes.KERNELS["transformer_engine"], precision=probes.PRECISION_CHECKS, cuda=False)
+    prec = children.run_child(sys.executable, "kernel", params, 30, environ)["facts"]["precision"]
+    assert {v["status"] for v in prec.values()} == {"not_checked"}
+
+
+def test_a_kernel_megatron_rejects_is_unsupported():
+    from inspector import report
+    entry = {"status": "available", "version": "1.0"}
+    verdicts = {"HAVE_FA4": {"module": "megatron.core.transformer.attention", "value": False}}
+    report._apply_verdict(entry, probes.KERNELS["flash_attn_4"], verdicts)
+    assert entry["status"] == "unsupported"
+    assert entry["reason"] == "imports, but megatron.core.transformer.attention.HAVE_FA4 is False"
+    assert entry["megatron_verdict"] == {"HAVE_FA4": False}

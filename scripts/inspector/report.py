@@ -245,6 +245,14 @@ def tiny_model_entry(res, timeout):
 DOES_NOT_HOLD = ("mismatch", "missing")  # reference_facts.check_fact statuses
 
 
+def _relative_source(result):
+    """Sources inside the bundle are shown relative to its root (references/x.md:12)."""
+    src = result.get("source") if isinstance(result, dict) else None
+    if isinstance(src, str) and src.startswith(REPO_DIR + os.sep):
+        result = dict(result, source=src[len(REPO_DIR) + 1:])
+    return result
+
+
 def references_entry(res, timeout, opts):
     """Drift check: facts from references/*.md that do not hold in this installation."""
     entry = {"references_dir": opts["references_dir"]}
@@ -252,7 +260,7 @@ def references_entry(res, timeout, opts):
     if failed:
         entry["status"], entry["reason"] = failed
         return entry
-    results = res["facts"].get("results", [])
+    results = [_relative_source(r) for r in res["facts"].get("results", [])]
     entry.update({"status": "available", "checked": len(results),
                   "does_not_hold": [r for r in results if r.get("status") in DOES_NOT_HOLD],
                   "could_not_check": [r for r in results if r.get("status") == "error"]})
