@@ -6,9 +6,9 @@ function must execute:
 - ``inproc``: one fresh interpreter runs all of them in turn (megatron is imported once);
 - ``gloo``: every rank of a 2-process gloo world runs all of them in turn, between
   ``destroy_model_parallel`` calls; rank 0's results are kept;
-- ``fresh``: each gets its own interpreter, because it depends on what is importable
-  (fake broken packages from tests/data/troubleshooting/ go first on PYTHONPATH) or on
-  warnings emitted at import time.
+- ``fresh``: a new interpreter per PYTHONPATH variant, because the result depends on
+  what is importable (fake broken packages from tests/data/troubleshooting/ go first on
+  PYTHONPATH) or on warnings emitted at import time.
 
 Each function returns the text a user would see: the last line(s) of the traceback
 (``Type: message``, exactly as ``traceback.format_exception_only`` renders it), the
@@ -16,16 +16,18 @@ warning (``Category: message``), or, for silent failures, a symptom line built f
 observed values. The test asserts that text equals the fence of the entry.
 
 This file is also the worker script: ``python tests/test_troubleshooting_repro.py
-inproc OUT`` / ``gloo RANK WORLD PORT OUT`` / ``fresh ID OUT`` write a JSON object
+inproc OUT`` / ``gloo RANK WORLD PORT OUT`` / ``fresh ID[,ID...] OUT`` write a JSON object
 {entry id: text} to OUT (stdout is left to megatron's own prints).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -431,10 +433,27 @@ def r_pg_mpu_before_init_silent():
     return f"accepted: pg_collection.tp={pgs.tp!r} pg_collection.cp={pgs.cp!r}"
 
 
-def r_pg_mpu_dp_before_init():
-    from megatron.core.process_groups_config import ProcessGroupCollection
+def r_pg_model_before_init():
+    # Which group's check fires first follows set iteration order in
+    # use_mpu_process_groups, i.e. string hashing, so it changes from run to run.
+    text = raised(lambda: local_gpt(tc()))
+    return re.sub(
+        r"^AssertionError: [\w ()-]*group[\w ()-]* is not initialized$",
+        "AssertionError: <group description> is not initialized",
+        text,
+    )
 
-    return raised(lambda: ProcessGroupCollection.use_mpu_process_groups(required_pgs=["dp"]))
+
+def r_pg_init_without_torch_distributed():
+    from megatron.core import parallel_state as ps
+
+    return raised(ps.initialize_model_parallel)
+
+
+def r_dp_buckets():
+    from megatron.core.distributed import DistributedDataParallelConfig
+
+    return raised(lambda: DistributedDataParallelConfig(num_buckets=4, bucket_size=10**6))
 
 
 def r_pg_lm_world():
@@ -534,6 +553,10 @@ def r_dep_inference_params():
     from megatron.core.utils import deprecate_inference_params
 
     return warned(lambda: deprecate_inference_params(None, object()), contains="inference_params")
+
+
+def r_cfg_full_scope_default():
+    return warned(tc, contains="full scope")
 
 
 def r_cfg_recompute_typo():
@@ -651,16 +674,26 @@ def f_ok_te_importerror():
     return _import_failure(ImportError)
 
 
+@functools.lru_cache(maxsize=None)
+def _import_warnings() -> tuple[str, ...]:
+    """Every warning emitted while megatron's GPT specs and optimizers are first imported."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import megatron.core.models.gpt.gpt_layer_specs  # noqa: F401
+        import megatron.core.optimizer  # noqa: F401
+    return tuple(f"{w.category.__name__}: {w.message}" for w in caught)
+
+
+def _first_import_warning(contains: str) -> str:
+    return next((w for w in _import_warnings() if contains in w), "<no warning>")
+
+
 def f_ok_import_warnings():
-    return warned(
-        lambda: __import__("megatron.core.optimizer"), contains="Falling back to Torch optimizers"
-    )
+    return _first_import_warning("Falling back to Torch optimizers")
 
 
 def f_ok_apex_norm():
-    return warned(
-        lambda: __import__("megatron.core.models.gpt.gpt_layer_specs"), contains="Torch Norm"
-    )
+    return _first_import_warning("Falling back to Torch Norm")
 
 
 # --------------------------------------------------------------------------- the table
@@ -712,6 +745,7 @@ REPROS: dict[str, tuple[str, object]] = {
     "DP-05": ("inproc", r_dp_mfsdp_connections),
     "DP-06": ("inproc", r_dp_fsdp2_pp),
     "DP-07": ("inproc", r_dp_fsdp2_gaf),
+    "DP-10": ("inproc", r_dp_buckets),
     "PG-01": ("inproc", r_pg_not_initialized),
     "PG-02": ("gloo", g_pg_world_not_divisible),
     "PG-03": ("inproc", r_pg_lm_world),
@@ -719,7 +753,8 @@ REPROS: dict[str, tuple[str, object]] = {
     "PG-05": ("inproc", r_pg_unknown_attr),
     "PG-06": ("inproc", r_pg_invalid_required),
     "PG-07": ("inproc", r_pg_mpu_before_init_silent),
-    "PG-08": ("inproc", r_pg_mpu_dp_before_init),
+    "PG-08": ("inproc", r_pg_model_before_init),
+    "PG-10": ("inproc", r_pg_init_without_torch_distributed),
     "CS-01": ("inproc", r_cs_connections_hopper),
     "CS-02": ("inproc", r_cs_connections_blackwell_silent),
     "OK-01": ("fresh", f_ok_import_warnings),
@@ -738,6 +773,7 @@ REPROS: dict[str, tuple[str, object]] = {
     "DEP-07": ("inproc", r_dep_inference_params),
     "DEP-08": ("gloo", g_dep_gptmodel),
     "CFG-01": ("inproc", r_cfg_recompute_typo),
+    "CFG-02": ("inproc", r_cfg_full_scope_default),
 }
 
 # Fake packages put first on PYTHONPATH for fresh repros (folders under DATA).
@@ -800,8 +836,8 @@ def main(argv: list[str]) -> int:
         if rank == 0:
             _write(out, results)
     elif kind == "fresh":
-        entry_id, out = argv[1], argv[2]
-        _write(out, {entry_id: REPROS[entry_id][1]()})
+        ids, out = argv[1].split(","), argv[2]
+        _write(out, {entry_id: REPROS[entry_id][1]() for entry_id in ids})
     else:
         raise SystemExit(f"unknown worker kind {kind!r}")
     return 0
@@ -842,10 +878,15 @@ def _launch_all(tmp: Path) -> list[tuple[subprocess.Popen, Path | None, str]]:
     port = _free_port()
     start(["gloo", "0", "2", str(port), str(tmp / "gloo.json")], tmp / "gloo.json", "gloo0")
     start(["gloo", "1", "2", str(port), str(tmp / "unused.json")], None, "gloo1")
+    # Fresh repros that need the same PYTHONPATH share one interpreter.
+    groups: dict[tuple[str, ...], list[str]] = {}
     for entry_id, (runner, _) in REPROS.items():
         if runner == "fresh":
-            out = tmp / f"fresh-{entry_id}.json"
-            start(["fresh", entry_id, str(out)], out, f"fresh-{entry_id}", FRESH_PATHS.get(entry_id, ()))
+            groups.setdefault(tuple(FRESH_PATHS.get(entry_id, ())), []).append(entry_id)
+    for paths, ids in groups.items():
+        label = "fresh-" + "-".join(ids)
+        out = tmp / f"{label}.json"
+        start(["fresh", ",".join(ids), str(out)], out, label, paths)
     return jobs
 
 
