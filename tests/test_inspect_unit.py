@@ -187,3 +187,13 @@ def test_a_kernel_megatron_rejects_is_unsupported():
     assert entry["status"] == "unsupported"
     assert entry["reason"] == "imports, but megatron.core.transformer.attention.HAVE_FA4 is False"
     assert entry["megatron_verdict"] == {"HAVE_FA4": False}
+
+
+def test_a_crashing_import_is_an_error_with_the_signal_and_the_step():
+    environ = dict(os.environ, PYTHONPATH=os.path.join(HOSTILE, "segfault"))
+    from inspector import report
+    res = children.run_child(sys.executable, "kernel", dict(probes.KERNELS["apex"]), 30, environ)
+    assert res["signal"] == "SIGSEGV"
+    entry = report.kernel_entry("apex", probes.KERNELS["apex"], res, 30, {})
+    assert entry["status"] == "error"
+    assert entry["reason"] == "child killed by SIGSEGV (last step: import apex)"

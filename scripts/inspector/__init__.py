@@ -9,12 +9,18 @@ Modules
     report     ``collect(options) -> dict``: the whole local report (the object ``--json`` prints)
     children   child-process runner: timeouts, process-group kill, concurrency, JSON-lines protocol
     child      code that runs INSIDE a child (the only place torch/megatron are imported)
+    child_extra  child tasks used on request: NVML query, --tiny-model, --check-references
     probes     the optional-kernel probe table (data) and Megatron's own verdict flags (data)
     objects    the default table of probed Megatron Core objects (data)
     gpus       GPU facts from ``nvidia-smi`` (argv list, timeout) or NVML (in a child)
     env        environment allow-list and secret redaction
     render     text form of the report
-    refs       ``--check-references`` driver around ``scripts/reference_facts.py`` (run in a child)
+    schema     the report's documented shape as data, and ``validate(report) -> [problems]``
+
+Children of a default run: one ``megatron`` child (torch's facts first, then megatron.core, its
+verdict flags and the object table; with ``--cuda`` torch gets a child of its own), one child
+per optional kernel that is installed (absent ones are found with ``importlib.util.find_spec``
+in the parent, which runs no package code), and an NVML child when ``nvidia-smi`` is absent.
 
 Status vocabulary (``STATUSES``) used by every component entry (``torch``, ``gpus``,
 ``megatron_core``, each ``kernels[name]``, each ``objects[key]``):
