@@ -22,6 +22,9 @@ INTRA_NODE_BW = 450e9  # NVLink 4 per direction, H100 SXM
 INTER_NODE_BW = 50e9  # 400 Gb/s InfiniBand per GPU
 PEAK_FLOPS = 989e12  # H100 SXM dense bf16
 DEFAULT_GPU_MEMORY_GIB = 80
+# Share of the DP gradient/parameter traffic left exposed: Megatron overlaps
+# it with the backward pass (--overlap-grad-reduce / --overlap-param-gather).
+DP_EXPOSED = 0.2
 
 # Rules that do not depend on the sizes the planner varies are checked once
 # by the caller; the planner runs the whole table anyway (cheap after pruning).
@@ -127,7 +130,7 @@ def comm_seconds(layout, tp, pp, cp, ep, dp):
     params = (M.stage_params(L) or [[0, 0, 0]])[0]
     if dp > 1:  # gradient reduce-scatter + param all-gather (or all-reduce)
         grad_bytes = 4 * (params[0] / tp + params[1])
-        t += 2 * (dp - 1) / dp * grad_bytes / bw(tp * cp * dp)
+        t += DP_EXPOSED * 2 * (dp - 1) / dp * grad_bytes / bw(tp * cp * dp)
     return t
 
 
