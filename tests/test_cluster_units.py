@@ -139,9 +139,11 @@ def _record(kinds):
 def test_merge_names_failed_and_hung_members():
     ok = {"state": "ok", "seconds": 0.01}
     records = {
-        0: _record({"tp": dict(ok, ranks=[0, 1]), "pp": dict(ok, ranks=[0, 2])}),
+        0: _record({"tp": dict(ok, ranks=[0, 1]), "pp": dict(ok, ranks=[0, 2]),
+                    "cp": dict(ok, ranks=[0, 1])}),
         1: _record({"tp": {"state": "error", "error": "boom", "ranks": [0, 1]},
-                    "pp": dict(ok, ranks=[1, 3])}),
+                    "pp": dict(ok, ranks=[1, 3]),
+                    "cp": {"state": "skipped", "error": "not run", "ranks": [0, 1]}}),
         2: _record({"tp": dict(ok, ranks=[2, 3]),
                     "pp": {"state": "timeout", "error": "Operation timed out!", "ranks": [0, 2]}}),
         # rank 3 sent nothing: every group it belongs to lists it as hung
@@ -153,10 +155,12 @@ def test_merge_names_failed_and_hung_members():
     assert tp[(0, 1)]["failed_ranks"] == [1] and tp[(0, 1)]["errors"] == {"1": "boom"}
     assert tp[(2, 3)]["hung_ranks"] == [3]
     pp = {tuple(g["ranks"]): g for g in kinds["pp"]["groups"]}
-    assert pp[(0, 2)]["hung_ranks"] == [2]
+    assert pp[(0, 2)]["timed_out_ranks"] == [2] and pp[(0, 2)]["hung_ranks"] == []
     assert pp[(1, 3)]["hung_ranks"] == [3]
+    cp = {tuple(g["ranks"]): g for g in kinds["cp"]["groups"]}
+    assert cp[(0, 1)]["skipped_ranks"] == [1] and not cp[(0, 1)]["ok"]
     # A required kind nobody built is not ok; an optional one is.
-    assert kinds["cp"]["ok"] is False and kinds["embedding"]["ok"] is True
+    assert kinds["ep"]["ok"] is False and kinds["embedding"]["ok"] is True
 
 
 def test_merge_all_ok():

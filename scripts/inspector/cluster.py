@@ -307,23 +307,22 @@ def _groups_phase(rdv, info, args, layout_parts, timeout, collect=False):
     from . import cluster_groups
 
     _, _, init_kwargs = layout_parts
-    deadline = Deadline(timeout)
     backend = args.backend
     try:
         backend = resolve_backend(args.backend)
     except Exception as exc:
         record = {"stage": "backend", "error": f"{type(exc).__name__}: {exc}", "kinds": {}}
     else:
-        record = cluster_groups.run(rdv.sub_store("pg"), info, backend, init_kwargs, deadline)
+        record = cluster_groups.run(rdv.sub_store("pg"), info, backend, init_kwargs, timeout)
     record["backend"] = backend
     if record.get("clean") is False:
         _UNCLEAN.append(info.rank)
     rdv.post("groups", record)
     if not collect:
         return record
-    # Peers started this phase with the same budget: wait for them only a little
-    # past our own deadline, so the phase never takes much more than --dist-timeout.
-    return rdv.collect("groups", range(info.world_size), Deadline(deadline.left() + GRACE_S))
+    # A peer may still be inside a collective that began just before ours ended:
+    # give it one more timeout (plus a little), never more.
+    return rdv.collect("groups", range(info.world_size), Deadline(timeout + GRACE_S))
 
 
 def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=False) -> dict:
@@ -367,7 +366,8 @@ def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=Fa
 
             section["backend"] = next((rec.get("backend") for rec in records.values()), None)
             section["groups"] = cluster_groups.merge(records, info.world_size)
-            mark_predictions(section["groups"], layout)
+            if not section["groups"]["silent_ranks"]:  # partial membership proves nothing
+                mark_predictions(section["groups"], layout)
             section["ok"] = section["groups"]["ok"]
         else:
             section["ok"] = False
@@ -459,9 +459,12 @@ def _worker(rdv, info, args, layout_parts, timeout: float) -> int:
         return 1
     if plan.get("layout"):
         _groups_phase(rdv, info, args, layout_parts, timeout)
-    verdict = rdv.wait_for("verdict/0", Deadline(2 * timeout))
+    # Rank 0 may finish its own group phase up to one timeout after us, then waits
+    # at most one more timeout (plus grace) for our results.
+    wait = 3 * timeout + GRACE_S
+    verdict = rdv.wait_for("verdict/0", Deadline(wait))
     if verdict is None:
-        _say(info, f"rank 0 gave no verdict within {2 * timeout:g}s; stopping")
+        _say(info, f"rank 0 gave no verdict within {wait:g}s; stopping")
         return 1
     rdv.post("ack", True)
     return int(verdict.get("exit_code", 1))

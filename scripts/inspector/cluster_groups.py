@@ -2,7 +2,7 @@
 
 Runs inside every rank after the gather phase found all ranks alive.  Each
 step is guarded and time-boxed: a rank records what happened to it (group
-membership, ok/error/timeout, seconds) and never waits past its deadline.
+membership, ok/error/timeout/skipped, seconds) and never waits without a timeout.
 Rank 0 merges the per-rank records with ``merge``.
 
 torch and megatron are imported inside the functions: this module is
@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import traceback
 from datetime import timedelta
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping
 
 # One row per kind of group megatron.core.parallel_state builds (0.19.2):
 # (kind, getter in parallel_state, getter kwargs, required).
@@ -62,7 +62,7 @@ def _device(backend: str, local_rank: int):
     return torch.device("cpu")
 
 
-def _all_reduce(group, members: List[int], rank: int, device, deadline) -> dict:
+def _all_reduce(group, members: List[int], rank: int, device, timeout_s: float) -> dict:
     """Sum of (rank + 1) over the group; checks the value, not just completion."""
     import torch
     import torch.distributed as dist
@@ -72,16 +72,15 @@ def _all_reduce(group, members: List[int], rank: int, device, deadline) -> dict:
         device = torch.device("cpu")
     tensor = torch.tensor([float(rank + 1)], device=device)
     start = time.perf_counter()
-    work = dist.all_reduce(tensor, group=group, async_op=True)
-    left = deadline.left()
-    if left <= 0:
-        return {"state": "timeout", "error": "no time left before the collective"}
+    end = time.monotonic() + timeout_s
     try:
-        work.wait(timeout=timedelta(seconds=left))
+        work = dist.all_reduce(tensor, group=group, async_op=True)
+        work.wait(timeout=timedelta(seconds=timeout_s))
         # NCCL's wait() only orders streams; poll completion so a hang cannot block us.
         while not work.is_completed():
-            if deadline.passed():
-                return {"state": "timeout", "error": f"all_reduce did not finish in {left:.1f}s"}
+            if time.monotonic() >= end:
+                return {"state": "timeout",
+                        "error": f"all_reduce did not finish in {timeout_s:g}s"}
             time.sleep(0.005)
     except Exception as exc:  # gloo raises on its timeout and on a dead peer
         state = "timeout" if "timed out" in str(exc).lower() else "error"
@@ -94,7 +93,7 @@ def _all_reduce(group, members: List[int], rank: int, device, deadline) -> dict:
     return {"state": "ok", "seconds": seconds}
 
 
-def _probe_kind(ps, name: str, getter: str, kwargs: dict, rank: int, device, deadline) -> dict:
+def _probe_kind(ps, getter: str, kwargs: dict, rank: int, device, timeout_s, skip=None) -> dict:
     import torch.distributed as dist
 
     try:
@@ -107,13 +106,21 @@ def _probe_kind(ps, name: str, getter: str, kwargs: dict, rank: int, device, dea
         members = list(dist.get_process_group_ranks(group))
     except Exception as exc:
         return {"state": "error", "error": _short(exc)}
-    result = _all_reduce(group, members, rank, device, deadline)
+    if skip:
+        return {"state": "skipped", "error": skip, "ranks": members}
+    result = _all_reduce(group, members, rank, device, timeout_s)
     result["ranks"] = members
     return result
 
 
-def run(rdv_store, info, backend: str, init_kwargs: Mapping, deadline) -> dict:
-    """This rank's record: {"stage", "error"?, "kinds": {kind: {...}}, "clean"}."""
+def run(rdv_store, info, backend: str, init_kwargs: Mapping, timeout_s: float) -> dict:
+    """This rank's record: {"stage", "error"?, "kinds": {kind: {...}}, "clean"}.
+
+    Building the groups gets ``timeout_s``; so does each collective.  After the
+    first collective that times out, this rank runs no more: its peers are then
+    out of step (a late peer would pair its next collective with the wrong one),
+    and stopping keeps the whole phase near two timeouts instead of one per group.
+    """
     record: Dict[str, object] = {"stage": "import", "kinds": {}, "clean": True}
     try:
         import torch.distributed as dist
@@ -126,19 +133,26 @@ def run(rdv_store, info, backend: str, init_kwargs: Mapping, deadline) -> dict:
             store=rdv_store,
             rank=info.rank,
             world_size=info.world_size,
-            timeout=timedelta(seconds=max(1.0, deadline.left())),
+            timeout=timedelta(seconds=timeout_s),
         )
         record["stage"] = "initialize_model_parallel"
         start = time.perf_counter()
         ps.initialize_model_parallel(
             **init_kwargs,
-            # A float is accepted: megatron only builds timedelta(minutes=...).
-            distributed_timeout_minutes=max(1.0, deadline.left()) / 60.0,
+            # Every group's own timeout (gloo raises when it passes).  A float is
+            # accepted: megatron only builds timedelta(minutes=...) from it.
+            distributed_timeout_minutes=timeout_s / 60.0,
         )
         record["init_seconds"] = time.perf_counter() - start
         record["stage"] = "collectives"
+        start = time.perf_counter()
+        skip = None
         for name, getter, kwargs, _ in GROUP_KINDS:
-            record["kinds"][name] = _probe_kind(ps, name, getter, kwargs, info.rank, device, deadline)
+            res = _probe_kind(ps, getter, kwargs, info.rank, device, timeout_s, skip)
+            record["kinds"][name] = res
+            if res["state"] == "timeout" and not skip:
+                skip = f"not run: the {name} all_reduce timed out on this rank"
+        record["collectives_seconds"] = time.perf_counter() - start
         record["stage"] = "done"
     except Exception as exc:
         record["error"] = _short(exc)
@@ -206,7 +220,13 @@ def merge(records: Mapping[int, dict], world_size: int) -> dict:
 
 
 def _group_row(kind: str, members: tuple, results: Dict[int, dict], records) -> dict:
-    failed, hung, seconds = [], [], []
+    """One group's verdict from its members' own results.
+
+    failed: the member's collective raised; timed_out: it waited until its
+    timeout (usually for a peer); skipped: it stopped after an earlier timeout;
+    hung: it reported nothing for this group (still inside it, or dead).
+    """
+    failed, timed_out, skipped, hung, seconds = [], [], [], [], []
     errors = {}
     for member in members:
         res = results.get(member)
@@ -220,19 +240,19 @@ def _group_row(kind: str, members: tuple, results: Dict[int, dict], records) -> 
                 failed.append(member)
                 errors[str(member)] = own.get("error") or f"reports members {own.get('ranks')}"
             continue
-        if res.get("state") == "ok":
+        state = res.get("state")
+        if state == "ok":
             seconds.append(res.get("seconds", 0.0))
-        elif res.get("state") == "timeout":
-            hung.append(member)
-            errors[str(member)] = res.get("error")
-        else:
-            failed.append(member)
-            errors[str(member)] = res.get("error")
+            continue
+        {"timeout": timed_out, "skipped": skipped}.get(state, failed).append(member)
+        errors[str(member)] = res.get("error")
     row = {
         "ranks": list(members),
-        "ok": not failed and not hung,
+        "ok": not (failed or timed_out or skipped or hung),
         "seconds": max(seconds) if seconds else None,
         "failed_ranks": failed,
+        "timed_out_ranks": timed_out,
+        "skipped_ranks": skipped,
         "hung_ranks": hung,
     }
     if errors:

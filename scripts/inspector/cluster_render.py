@@ -38,6 +38,15 @@ def _differences(summary: dict) -> List[str]:
     return lines
 
 
+# Group row key -> words in the text summary.
+BAD_MEMBERS = (
+    ("hung_ranks", "no answer from"),
+    ("failed_ranks", "failed on"),
+    ("timed_out_ranks", "timed out waiting on"),
+    ("skipped_ranks", "skipped after an earlier timeout on"),
+)
+
+
 def _groups(section: dict) -> List[str]:
     merged = section.get("groups")
     if merged is None:
@@ -57,18 +66,16 @@ def _groups(section: dict) -> List[str]:
             if g["ok"]:
                 cells.append(f"[{members}] ok {g['seconds'] * 1000:.1f} ms")
             else:
-                bad = []
-                if g["failed_ranks"]:
-                    bad.append(f"failed {_ranks(g['failed_ranks'])}")
-                if g["hung_ranks"]:
-                    bad.append(f"hung {_ranks(g['hung_ranks'])}")
+                bad = [f"{label} {_ranks(g.get(key, []))}" for key, label in BAD_MEMBERS
+                       if g.get(key)]
                 cells.append(f"[{members}] FAIL ({'; '.join(bad)})")
         if kind.get("matches_prediction") is False:
             cells.append("(differs from scripts/check_parallel_layout.py --ranks)")
         lines.append(f"  {kind['kind']:<19} " + "  ".join(cells))
         for g in kind["groups"]:
             for rank, err in (g.get("errors") or {}).items():
-                lines.append(f"      rank {rank}: {err}")
+                if int(rank) not in g.get("skipped_ranks", []):  # the row already says why
+                    lines.append(f"      rank {rank}: {err}")
     for rank, err in merged.get("rank_errors", {}).items():
         lines.append(f"  rank {rank} stopped at {err['stage']}: {err['error']}")
     return lines
