@@ -23,6 +23,8 @@ module is more precise where Megatron's is not:
 
 from __future__ import annotations
 
+import functools
+
 from . import derive as D
 
 GIB = 1 << 30
@@ -62,13 +64,18 @@ def bytes_per_param(layout, shard_degree):
 
 def moe_pattern(layout):
     """Which layers are MoE (theoretical_memory_usage / moe_layer_freq)."""
-    n = layout.num_layers
-    if not D.num_experts(layout):
-        return [0] * n
     freq = layout.moe_layer_freq
+    return _pattern(layout.num_layers, bool(D.num_experts(layout)),
+                    freq if isinstance(freq, int) else tuple(freq))
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(n, has_experts, freq):
+    if not has_experts:
+        return (0,) * n
     if isinstance(freq, int):
-        return [1 if i % freq == 0 else 0 for i in range(n)]
-    return list(freq) + [0] * max(0, n - len(freq))
+        return tuple(1 if i % freq == 0 else 0 for i in range(n))
+    return tuple(freq) + (0,) * max(0, n - len(freq))
 
 
 def layer_params(layout):
@@ -112,11 +119,11 @@ def stage_params(layout):
     index = 0
     for v in range(vpp):
         for r in range(pp):
-            for _ in range(table["layers"][r][v]):
-                kind = moe if index < len(pattern) and pattern[index] else dense
-                for k in range(3):
-                    stages[r][k] += kind[k]
-                index += 1
+            n = table["layers"][r][v]
+            n_moe = sum(pattern[index:index + n])
+            for k in range(3):
+                stages[r][k] += n_moe * moe[k] + (n - n_moe) * dense[k]
+            index += n
             mtp = table["mtp"][r][v]
             if mtp:
                 kind = moe if pattern and pattern[-1] else dense

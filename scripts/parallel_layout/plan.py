@@ -11,7 +11,7 @@ performance prediction.
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 
 from . import derive as D
 from . import memory as M
@@ -26,9 +26,17 @@ DEFAULT_GPU_MEMORY_GIB = 80
 # it with the backward pass (--overlap-grad-reduce / --overlap-param-gather).
 DP_EXPOSED = 0.2
 
-# Rules that do not depend on the sizes the planner varies are checked once
-# by the caller; the planner runs the whole table anyway (cheap after pruning).
-PLAN_RULES = tuple(r for r in RULES if r.kind == "error")
+# Rules that read the sizes the planner varies run for every candidate; the
+# other error rules cannot change between candidates and run once.
+SIZE_RULES = frozenset({
+    "world-divisible", "expert-grid-divisible", "heads-divisible-by-tp", "query-groups-vs-tp",
+    "experts-divisible-by-ep", "ep-needs-experts", "seq-divisible-by-2cp",
+    "layers-divisible-by-pp", "global-batch-divisible", "ffn-divisible-by-tp",
+    "moe-ffn-divisible-by-etp", "sequence-parallel-seq-divisible", "moe-bias-needs-etp1",
+    "torch-fsdp2", "torch-dcp", "recompute-full-settings",
+})
+PLAN_RULES = tuple(r for r in RULES if r.kind == "error" and r.id in SIZE_RULES)
+FIXED_RULES = tuple(r for r in RULES if r.kind == "error" and r.id not in SIZE_RULES)
 
 
 def _prune(layout, tp, pp, cp, ep, etp):
@@ -43,10 +51,27 @@ def _prune(layout, tp, pp, cp, ep, etp):
         return False
     if L.num_layers and pp > L.num_layers:
         return False
+    if L.num_layers and D.layers_for_split(L) % pp:
+        return False  # candidates use an even split
+    ffn = D.ffn_hidden_size(L)
+    if ffn and ffn % tp:
+        return False
+    if L.seq_length and tp > 1 and (L.seq_length // cp) % tp:
+        return False  # candidates use SP when TP > 1
     experts = D.num_experts(L)
     if ep > 1 and (not experts or experts % ep):
         return False
-    return L.world_size % (etp * ep * pp) == 0
+    if experts:
+        moe_ffn = D.moe_ffn_hidden_size(L)
+        if moe_ffn % etp or (L.add_bias_linear and etp > 1):
+            return False
+    world = L.world_size
+    if world % (etp * ep * pp):
+        return False
+    gbs, micro = L.global_batch_size, L.micro_batch_size
+    if gbs and micro and gbs % (micro * (world // (tp * pp * cp))):
+        return False
+    return True
 
 
 def candidates(layout):
@@ -69,8 +94,8 @@ def candidates(layout):
 
 
 def _variant(layout, tp, pp, cp, ep, etp):
-    return dataclasses.replace(
-        layout,
+    variant = copy.copy(layout)  # dataclasses.replace re-runs __init__: 3x slower here
+    for key, value in dict(
         tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp,
         context_parallel_size=cp, expert_model_parallel_size=ep,
         expert_tensor_parallel_size=None if etp == tp else etp,
@@ -81,7 +106,9 @@ def _variant(layout, tp, pp, cp, ep, etp):
         decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
         account_for_embedding_in_pipeline_split=False,
         account_for_loss_in_pipeline_split=False,
-    )
+    ).items():
+        setattr(variant, key, value)
+    return variant
 
 
 def cp_penalty(layout, cp):
@@ -104,7 +131,7 @@ def bubble_fraction(pp, m, vpp=None):
     return (pp - 1) / (v * m + pp - 1)
 
 
-def comm_seconds(layout, tp, pp, cp, ep, dp):
+def comm_seconds(layout, tp, pp, cp, ep, dp, first_stage_params=None):
     """Per-GPU communication time per step (heuristic; formulas in the reference)."""
     L = layout
     if None in (L.hidden_size, L.num_layers, L.seq_length):
@@ -127,7 +154,7 @@ def comm_seconds(layout, tp, pp, cp, ep, dp):
         t += 2 * act / (tp if tp > 1 else 1) * m / INTER_NODE_BW
     if ep > 1 and D.num_experts(L):  # 2 all-to-all fwd + 2 bwd
         t += 4 * (ep - 1) / ep * act * L.moe_router_topk / tp * (layers / pp) * m / bw(ep * tp)
-    params = (M.stage_params(L) or [[0, 0, 0]])[0]
+    params = first_stage_params or (M.stage_params(L) or [[0, 0, 0]])[0]
     if dp > 1:  # gradient reduce-scatter + param all-gather (or all-reduce)
         grad_bytes = 4 * (params[0] / tp + params[1])
         t += DP_EXPOSED * 2 * (dp - 1) / dp * grad_bytes / bw(tp * cp * dp)
@@ -150,6 +177,9 @@ def compute_seconds(layout, tp, pp, cp, ep):
 def enumerate_layouts(layout, limit=None):
     """All valid layouts, ranked best first; each entry is JSON-ready."""
     plans = []
+    base = _variant(layout, 1, 1, 1, 1, 1)
+    if not check(base, rules=FIXED_RULES, with_memory=False).valid:
+        return plans  # a size-independent rule fails: no layout can be valid
     budget = (layout.gpu_memory_gib or DEFAULT_GPU_MEMORY_GIB) * M.GIB
     for tp, pp, cp, ep, etp in candidates(layout):
         variant = _variant(layout, tp, pp, cp, ep, etp)
@@ -160,7 +190,9 @@ def enumerate_layouts(layout, limit=None):
         mem = result.memory or {}
         total = mem.get("total_bytes_per_gpu")
         bubble = bubble_fraction(pp, d["num_microbatches"], d["virtual_pipeline_model_parallel_size"])
-        comm = comm_seconds(variant, tp, pp, cp, ep, d["data_parallel_size"])
+        stage0 = mem["per_stage"][0]["parameters_per_gpu"] if mem else 0
+        comm = comm_seconds(variant, tp, pp, cp, ep, d["data_parallel_size"],
+                            first_stage_params=[stage0 * tp, 0, 0] if stage0 else None)
         compute = compute_seconds(variant, tp, pp, cp, ep)
         overhead = bubble + comm / (comm + compute) + cp_penalty(variant, cp)
         tp_in_node = tp <= layout.gpus_per_node and layout.gpus_per_node % tp == 0
