@@ -244,6 +244,7 @@ ONE_RANK = {"RANK": "0", "WORLD_SIZE": "4", "MASTER_ADDR": "127.0.0.1", "MASTER_
     (["--distributed", "--tensor-model-parallel-size", "2"], ONE_RANK,
      "--tensor-model-parallel-size: only used with --layout"),
     (["--distributed", "--dist-timeout", "0"], ONE_RANK, "--dist-timeout must be positive"),
+    (["--distributed", "--dist-timeout", "inf"], ONE_RANK, "at most 86400 seconds"),
     (["--distributed", "--layout", "--fp16", "--bf16"], ONE_RANK, "contradict each other"),
     (["--distributed", "--backend", "mpi"], ONE_RANK, "invalid choice"),
 ])
@@ -325,3 +326,84 @@ def test_require_applies_on_every_rank():
     report = {"torch": {"status": "available"},
               "kernels": {"transformer_engine": {"status": "not_installed"}}}
     assert cluster.unmet_requirements(report, Args()) == ["transformer_engine (not_installed)"]
+
+
+# ---------------------------------------------------------------- environment rules
+
+from inspector import cluster_env_rules  # noqa: E402
+
+ARGUMENTS_PY = ROOT / ".venv/lib/python3.12/site-packages/megatron/training/arguments.py"
+
+
+def _layout(*flags):
+    from parallel_layout.flags import parse_layout
+
+    layout, unknown = parse_layout(["--world-size", "4", *flags])
+    assert unknown == []
+    return layout
+
+
+def _gpu_post(rank, cc, **env):
+    devices = [{"index": i, "compute_capability": cc} for i in range(2)] if cc else []
+    return {"cluster": {"rank": rank, "env": env, "CUDA_VISIBLE_DEVICES": None},
+            "report": {"gpus": {"devices": devices}}}
+
+
+def test_tp_on_hopper_needs_cuda_device_max_connections_1_on_every_rank():
+    posts = {r: _gpu_post(r, "9.0") for r in range(4)}
+    posts[1]["cluster"]["env"]["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    (problem,) = cluster_env_rules.check(_layout("--tensor-model-parallel-size", "2"), posts)
+    assert problem["rule"] == "tp-cp-cuda-device-max-connections"
+    assert problem["ranks"] == [0, 2, 3]
+    assert problem["values"] == {"0": None, "2": None, "3": None}
+
+
+@pytest.mark.parametrize("cc", ["10.0", None])  # Blackwell, or no GPU known (CPU run)
+def test_tp_rule_skips_blackwell_and_unknown_gpus(cc):
+    posts = {r: _gpu_post(r, cc) for r in range(4)}
+    assert cluster_env_rules.check(_layout("--tensor-model-parallel-size", "2"), posts) == []
+
+
+def test_rules_follow_the_layout():
+    posts = {r: _gpu_post(r, "9.0", CUDA_DEVICE_MAX_CONNECTIONS="1") for r in range(4)}
+    assert cluster_env_rules.check(_layout(), posts) == []  # TP = CP = 1
+    assert cluster_env_rules.check(_layout("--context-parallel-size", "2"), posts) == []
+    fsdp = _layout("--use-torch-fsdp2", "--tensor-model-parallel-size", "2")
+    assert [p["rule"] for p in cluster_env_rules.check(fsdp, posts)] == [
+        "torch-fsdp2-cuda-device-max-connections"]
+    mfsdp = _layout("--use-megatron-fsdp")
+    (problem,) = cluster_env_rules.check(mfsdp, {0: _gpu_post(0, None, CUDA_DEVICE_MAX_CONNECTIONS="1")})
+    assert problem["rule"] == "megatron-fsdp-cuda-device-max-connections"
+
+
+def test_rank_arch_follows_cuda_visible_devices():
+    post = {"cluster": {"CUDA_VISIBLE_DEVICES": "1"},
+            "report": {"gpus": {"devices": [{"index": 0, "compute_capability": "9.0"},
+                                            {"index": 1, "compute_capability": "10.0"}]}}}
+    assert cluster_env_rules.rank_arch(post) == 10
+
+
+@pytest.mark.parametrize("rule", cluster_env_rules.RULES, ids=lambda r: r.id)
+def test_env_rule_messages_are_megatron_assertions(rule):
+    # Quoted exactly: the assertion text occurs in the installed source (split strings joined).
+    import ast
+
+    tree = ast.parse(ARGUMENTS_PY.read_text())
+    texts = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert) and node.msg is not None:
+            try:
+                texts.add(ast.literal_eval(node.msg))
+            except ValueError:
+                pass
+    assert rule.message in texts
+    assert f"os.environ.get('{rule.variable}')" in ARGUMENTS_PY.read_text()
+
+
+def test_render_env_problem():
+    section = {"valid": True, "input": {"tensor_model_parallel_size": 2, "world_size": 4},
+               "env_problems": [{"variable": "CUDA_DEVICE_MAX_CONNECTIONS", "ranks": [2, 3],
+                                 "values": {"2": None, "3": "8"}, "message": "M", "when": "W"}]}
+    text = cluster_render.render({"world_size": 4, "launcher": "slurm", "ok": False,
+                                  "exit_code": 1, "layout": section})
+    assert 'CUDA_DEVICE_MAX_CONNECTIONS=8/<unset> on ranks 2-3: Megatron-LM asserts "M" (W)' in text

@@ -5,14 +5,18 @@ Run under the launcher the job already uses::
     torchrun --nproc-per-node 8 --nnodes 2 ... scripts/inspect_core_api.py --distributed
     srun --ntasks-per-node 8 .venv/bin/python scripts/inspect_core_api.py --distributed
 
-Phases (each rank; every wait has a deadline of ``--dist-timeout`` seconds):
+Phases (each rank; T = ``--dist-timeout``; no wait is without a timeout):
 
-1. rendezvous   TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 serves it, or torchrun's agent)
-2. report       post ``hello/<rank>``, run the local probe, post ``report/<rank>``
-3. plan         rank 0 gathers the reports until the deadline, names silent ranks,
-                and decides whether the layout smoke test may run (all ranks present)
-4. groups       (``--layout``) init_process_group + initialize_model_parallel, one
-                all_reduce per group of every kind, teardown; post ``groups/<rank>``
+1. rendezvous   TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 serves it, or torchrun's
+                agent does); connecting gives up after T
+2. report       post ``hello/<rank>``, run the local probe (its children have their own
+                ``--timeout``), post ``report/<rank>``
+3. plan         rank 0 gathers the reports for at most T after its own, names the silent
+                ranks, and lets the layout smoke test run only if every rank reported
+4. groups       (``--layout``) init_process_group + initialize_model_parallel (group
+                timeout T), one all_reduce per group of every kind (T each; a rank stops
+                after its first timeout), teardown; post ``groups/<rank>``; rank 0 waits
+                at most T (+5 s) after its own for the others' results
 5. verdict      rank 0 prints the summary and posts the exit code; others exit with it
 
 Hooks used by inspector.cli: ``add_arguments(parser)``, ``wants_cluster(args)``,
@@ -28,11 +32,12 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from . import cluster_diff, cluster_env, cluster_render
+from . import cluster_diff, cluster_env, cluster_env_rules, cluster_render
 from .cluster_store import Deadline
 
 SCHEMA_VERSION = 1
 DEFAULT_TIMEOUT_S = 60.0
+MAX_TIMEOUT_S = 86400.0
 # Rank 0 keeps the store alive this long for the other ranks to read the verdict.
 ACK_WAIT_S = 5.0
 # How long rank 0 waits for the other ranks' group results after its own deadline.
@@ -75,7 +80,7 @@ def add_arguments(parser) -> None:
         "GPUs per rank, every field that differs between ranks with the ranks holding each "
         "value, and silent ranks. Reads RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT "
         "(torchrun) or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NODEID (srun; MASTER_ADDR "
-        f"defaults to the first host of SLURM_JOB_NODELIST, MASTER_PORT to "
+        f"defaults to the first host of SLURM_STEP_NODELIST/SLURM_JOB_NODELIST, MASTER_PORT to "
         f"{cluster_env.DEFAULT_MASTER_PORT}). Exit 0 if all ranks agree (and every group "
         "works), 1 otherwise, 2 on bad arguments",
     )
@@ -90,8 +95,9 @@ def add_arguments(parser) -> None:
         type=float,
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
-        help="deadline of each distributed phase: store connect, report gather, group "
-        f"build plus collectives, verdict (default {DEFAULT_TIMEOUT_S:g})",
+        help="limit of every wait in distributed mode: connecting to the store, rank 0's "
+        "wait for the other ranks' reports, building the groups, each collective "
+        f"(default {DEFAULT_TIMEOUT_S:g})",
     )
     group.add_argument(
         "--layout",
@@ -239,6 +245,8 @@ def cluster_facts(info) -> dict:
         "pid": os.getpid(),
         "python": sys.executable,
         "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        # Read here, not from the probe's report, so the rules work even if the probe failed.
+        "env": {name: os.environ.get(name) for name in cluster_env_rules.VARIABLES},
     }
     try:
         import torch
@@ -371,6 +379,9 @@ def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=Fa
             section["ok"] = section["groups"]["ok"]
         else:
             section["ok"] = False
+        section["env_problems"] = cluster_env_rules.check(layout, posts)
+        if section["env_problems"]:
+            section["ok"] = False
         summary["layout"] = section
     problems = bool(silent or no_report or probe_errors or diffs or unmet or gpu_problems)
     if summary["layout"] is not None and not summary["layout"]["ok"]:
@@ -477,8 +488,9 @@ def main(args) -> int:
         _error(f"--distributed: {exc}")
         return 2
     timeout = float(args.dist_timeout)
-    if not timeout > 0:
-        _error(f"--dist-timeout must be positive, got {args.dist_timeout}")
+    if not 0 < timeout <= MAX_TIMEOUT_S:
+        _error(f"--dist-timeout must be positive and at most {MAX_TIMEOUT_S:g} seconds, "
+               f"got {args.dist_timeout}")
         return 2
     try:
         layout_parts = build_layout(args, info)

@@ -33,6 +33,8 @@ PER_RANK_FIELDS = (
      "per-rank device selection"),
     (r"(^|\.)OMPI_COMM_WORLD_(LOCAL_)?RANK$", "MPI per-rank variables"),
     (r"^report\.timing\.", "timings of the local probe"),
+    # Copies of allow-listed variables that report.env.* already compares.
+    (r"^cluster\.env\.", "duplicates report.env"),
 )
 _PER_RANK = [re.compile(p, re.IGNORECASE) for p, _ in PER_RANK_FIELDS]
 

@@ -104,6 +104,12 @@ def _layout(section) -> List[str]:
     for key in ("refused", "skipped"):
         if section.get(key):
             lines.append(f"  {key}: {section[key]}")
+    for problem in section.get("env_problems", []):
+        values = sorted({str(v) if v is not None else "<unset>" for v in problem["values"].values()})
+        lines.append(
+            f"  {problem['variable']}={'/'.join(values)} on {_ranks(problem['ranks'])}: "
+            f"Megatron-LM asserts \"{problem['message']}\" ({problem['when']})"
+        )
     return lines + _groups(section)
 
 
