@@ -382,10 +382,14 @@ def installed_version() -> str | None:
     return None
 
 
+# The release the main branch is developing; "main" and "X.Y dev" tags mean this version.
+MAIN_VERSION = (0, 20)
+
+
 def _vtuple(v: str) -> tuple[int, ...]:
     v = v.strip()
     if v.startswith("main") or v.endswith("dev"):
-        return (0, 20)
+        return MAIN_VERSION
     return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
 
 
@@ -400,7 +404,7 @@ def _spec_items(spec: str) -> list[list[str]]:
 
 def version_in_spec(version: str, spec: str) -> bool:
     inst = _vtuple(version)
-    if re.search(r"(rc|dev|a|b)\d*$", version) and inst[:2] >= (0, 20):
+    if re.search(r"(rc|dev|a|b)\d*$", version) and inst[:2] >= MAIN_VERSION:
         inst = inst[:2]
     for item in _spec_items(spec):
         if len(item) == 1 and _vmatch(_vtuple(item[0]), inst):
@@ -707,26 +711,30 @@ def _param_text(p: inspect.Parameter) -> str:
     return text
 
 
-def render_stub(target: str) -> str:
-    """A `def` stub for the live object, in the syntax of signature blocks (kinds marked)."""
-    obj = _resolve(target)
-    name, sig = _live_signature(obj)
-    params, star_done = [], False
+def _stub_lines(sig: inspect.Signature) -> list[str]:
+    """Parameter texts with the `/` and `*` markers Python needs between kinds."""
+    out: list[str] = []
+    prev = None
     for p in sig.parameters.values():
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and not star_done:
-            params.append("*")
-            star_done = True
-        if p.kind is inspect.Parameter.VAR_POSITIONAL:
-            star_done = True
-        params.append(_param_text(p))
-        if p.kind is inspect.Parameter.POSITIONAL_ONLY and (
-                list(sig.parameters.values()).index(p) + 1 == len(sig.parameters)
-                or list(sig.parameters.values())[list(sig.parameters.values()).index(p) + 1].kind
-                is not inspect.Parameter.POSITIONAL_ONLY):
-            params.append("/")
+        if prev is inspect.Parameter.POSITIONAL_ONLY and p.kind is not prev:
+            out.append("/")
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and prev not in (
+                inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_POSITIONAL):
+            out.append("*")
+        out.append(_param_text(p))
+        prev = p.kind
+    if prev is inspect.Parameter.POSITIONAL_ONLY:
+        out.append("/")
+    return out
+
+
+def render_stub(target: str) -> str:
+    """A `def` stub for the live object, in the syntax of signature blocks."""
+    name, sig = _live_signature(_resolve(target))
+    params = _stub_lines(sig)
     ret = normalize_annotation(sig.return_annotation)
-    inner = "".join(f"\n    {p}," for p in params)
-    return f"def {name}({inner}{chr(10) if params else ''}){' -> ' + ret if ret else ''}: ..."
+    inner = "".join(f"\n    {p}," for p in params) + ("\n" if params else "")
+    return f"def {name}({inner}){' -> ' + ret if ret else ''}: ..."
 
 
 def _compare_signature(fact: Fact, obj: Any) -> list[str]:

@@ -198,3 +198,23 @@ def test_signature_mismatch_names_the_difference(bad_results):
 def test_good_fixture_holds():
     results = rf.check_facts(rf.extract_facts([DATA / "good.md"]))
     assert [r for r in results if r["status"] != "ok"] == []
+
+
+def _kinds_demo(a, /, b, *args, c, d=1, **kw):
+    pass
+
+
+def test_render_stub_marks_every_parameter_kind():
+    stub = rf.render_stub(f"{__name__}:_kinds_demo")
+    assert stub == "def _kinds_demo(\n    a,\n    /,\n    b,\n    *args,\n    c,\n    d=1,\n    **kw,\n): ..."
+
+
+@pytest.mark.slow
+def test_rendered_stubs_pass_their_own_check():
+    """render_stub and the signature comparison agree on every object the reference documents."""
+    targets = sorted({f.target for f in rf.extract_facts([REPO / "references" / "api-reference.md"])
+                      if f.kind == "signature"})
+    assert len(targets) >= 20
+    for target in targets:
+        fact = rf.Fact(f"signature:{target}", "signature", target, rf.render_stub(target), "rendered")
+        assert rf.check_fact(fact)["status"] == "ok", target
