@@ -13,11 +13,14 @@ function must execute:
 Each function returns the text a user would see: the last line(s) of the traceback
 (``Type: message``, exactly as ``traceback.format_exception_only`` renders it), the
 warning (``Category: message``), or, for silent failures, a symptom line built from
-observed values. The test asserts that text equals the fence of the entry.
+observed values. The tests assert that this text equals the fence of the entry, and
+that the file it came from (deepest site-packages frame of the traceback, or the caller
+of warnings.warn / the logger, skipping rank-0 relay helpers) is the entry's
+``Raised in`` path.
 
 This file is also the worker script: ``python tests/test_troubleshooting_repro.py
 inproc OUT`` / ``gloo RANK WORLD PORT OUT`` / ``fresh ID[,ID...] OUT`` write a JSON object
-{entry id: text} to OUT (stdout is left to megatron's own prints).
+{entry id: {"text", "where"}} to OUT (stdout is left to megatron's own prints).
 """
 
 from __future__ import annotations
@@ -48,6 +51,36 @@ WORKER_TIMEOUT_S = 240
 # --------------------------------------------------------------------------- helpers
 
 
+# Where the last repro's exception, warning or log record came from (path relative to
+# site-packages); reset before each repro, reported next to its text.
+WHERE: dict[str, str] = {}
+
+
+def site_relative(filename: str) -> str:
+    return filename.split("site-packages/", 1)[1] if "site-packages/" in filename else filename
+
+
+# Helpers that only forward a message (warn/log on rank 0): the origin is their caller.
+RELAYS = ("megatron/training/utils/common_utils.py", "megatron/core/_rank_utils.py")
+
+
+def origin_from_stack() -> str | None:
+    """Innermost site-packages frame of the current stack that is not a relay or logging."""
+    for frame in reversed(traceback.extract_stack()[:-1]):
+        rel = site_relative(frame.filename)
+        if "site-packages/" in frame.filename and rel not in RELAYS:
+            return rel
+    return None
+
+
+def note_where_tb(exc: BaseException) -> None:
+    """Record the deepest traceback frame inside site-packages (the raising file)."""
+    frames = [f.filename for f in traceback.extract_tb(exc.__traceback__)]
+    inside = [f for f in frames if "site-packages/" in f]
+    if inside:
+        WHERE["where"] = site_relative(inside[-1])
+
+
 def exc_text(exc: BaseException) -> str:
     """What the bottom of the traceback shows."""
     return "".join(traceback.format_exception_only(type(exc), exc)).rstrip("\n")
@@ -59,19 +92,41 @@ def raised(fn) -> str:
         with contextlib.redirect_stdout(io.StringIO()):
             fn()
     except BaseException as exc:  # noqa: BLE001 - SystemExit/AssertionError are the point
+        note_where_tb(exc)
         return exc_text(exc)
     return "<no exception>"
 
 
+def catch_warnings_with_origin():
+    """Like catch_warnings(record=True), but each record also knows its origin file."""
+    caught: list = []
+    ctx = warnings.catch_warnings()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        caught.append((category, message, origin_from_stack()))
+
+    class _Ctx:
+        def __enter__(self):
+            ctx.__enter__()
+            warnings.simplefilter("always")
+            warnings.showwarning = show
+            return caught
+
+        def __exit__(self, *exc):
+            return ctx.__exit__(*exc)
+
+    return _Ctx()
+
+
 def warned(fn, category=UserWarning, contains: str = "") -> str:
     """Run fn and return the first matching warning as ``Category: message``."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with catch_warnings_with_origin() as caught:
         with contextlib.redirect_stdout(io.StringIO()):
             fn()
-    for w in caught:
-        if issubclass(w.category, category) and contains in str(w.message):
-            return f"{w.category.__name__}: {w.message}"
+    for cat, message, origin in caught:
+        if issubclass(cat, category) and contains in str(message):
+            WHERE["where"] = origin
+            return f"{cat.__name__}: {message}"
     return "<no warning>"
 
 
@@ -507,6 +562,7 @@ def r_dep_mamba_model():
     class Grab(logging.Handler):
         def emit(self, record):
             records.append(f"{record.levelname}: {record.getMessage()}")
+            WHERE.setdefault("where", origin_from_stack())
 
     logger = logging.getLogger("megatron.core.models.mamba.mamba_model")
     handler = Grab()
@@ -633,6 +689,8 @@ def g_dep_gptmodel():
 
     class Grab(logging.Handler):
         def emit(self, record):
+            if "DEPRECATED" in record.getMessage():
+                WHERE["where"] = origin_from_stack()
             records.append(f"{record.levelname}: {record.getMessage()}")
 
     init_mp()
@@ -659,6 +717,7 @@ def _import_failure(exc_type) -> str:
         frames = traceback.extract_tb(exc.__traceback__)
         last = [f.filename for f in frames if "site-packages/megatron/" in f.filename][-1]
         where = last.split("site-packages/", 1)[1]
+        WHERE["where"] = where
         return (
             f"import megatron.core.models.gpt.gpt_layer_specs -> {type(exc).__name__} "
             f"propagated from {where}: {exc}"
@@ -675,17 +734,20 @@ def f_ok_te_importerror():
 
 
 @functools.lru_cache(maxsize=None)
-def _import_warnings() -> tuple[str, ...]:
+def _import_warnings() -> tuple[tuple[str, str], ...]:
     """Every warning emitted while megatron's GPT specs and optimizers are first imported."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with catch_warnings_with_origin() as caught:
         import megatron.core.models.gpt.gpt_layer_specs  # noqa: F401
         import megatron.core.optimizer  # noqa: F401
-    return tuple(f"{w.category.__name__}: {w.message}" for w in caught)
+    return tuple((f"{cat.__name__}: {message}", origin) for cat, message, origin in caught)
 
 
 def _first_import_warning(contains: str) -> str:
-    return next((w for w in _import_warnings() if contains in w), "<no warning>")
+    for text, where in _import_warnings():
+        if contains in text:
+            WHERE["where"] = where
+            return text
+    return "<no warning>"
 
 
 def f_ok_import_warnings():
@@ -785,15 +847,21 @@ FRESH_PATHS: dict[str, list[str]] = {
 # --------------------------------------------------------------------------- worker
 
 
-def _run_all(kind: str) -> dict[str, str]:
+def _run_one(fn) -> dict[str, str | None]:
+    WHERE.clear()
+    try:
+        text = fn()
+    except BaseException as exc:  # noqa: BLE001 - a broken repro must not hide the others
+        text = "<repro crashed> " + exc_text(exc)
+    return {"text": text, "where": WHERE.get("where")}
+
+
+def _run_all(kind: str) -> dict[str, dict]:
     results = {}
     for entry_id, (runner, fn) in REPROS.items():
         if runner != kind:
             continue
-        try:
-            results[entry_id] = fn()
-        except BaseException as exc:  # noqa: BLE001 - a broken repro must not hide the others
-            results[entry_id] = "<repro crashed> " + exc_text(exc)
+        results[entry_id] = _run_one(fn)
         if kind == "gloo":
             from megatron.core import parallel_state as ps
 
@@ -837,7 +905,7 @@ def main(argv: list[str]) -> int:
             _write(out, results)
     elif kind == "fresh":
         ids, out = argv[1].split(","), argv[2]
-        _write(out, {entry_id: REPROS[entry_id][1]() for entry_id in ids})
+        _write(out, {entry_id: _run_one(REPROS[entry_id][1]) for entry_id in ids})
     else:
         raise SystemExit(f"unknown worker kind {kind!r}")
     return 0
@@ -891,11 +959,11 @@ def _launch_all(tmp: Path) -> list[tuple[subprocess.Popen, Path | None, str]]:
 
 
 @pytest.fixture(scope="module")
-def observed(tmp_path_factory) -> dict[str, str]:
+def observed(tmp_path_factory) -> dict[str, dict]:
     """Run every repro once (three kinds of worker, concurrently) and collect their texts."""
     tmp = tmp_path_factory.mktemp("trouble")
     jobs = _launch_all(tmp)
-    results: dict[str, str] = {}
+    results: dict[str, dict] = {}
     failures = []
     try:
         for proc, out, label in jobs:
@@ -947,9 +1015,20 @@ def test_no_orphan_repros():
 def test_documented_text_equals_library_output(entry_id, observed):
     entry = {e.id: e for e in _entries()}[entry_id]
     assert entry_id in observed, f"{entry_id}: no result from its worker"
-    assert entry.text == observed[entry_id], (
-        f"{entry_id}: documented\n{entry.text}\n--- but the library gives\n{observed[entry_id]}"
-    )
+    got = observed[entry_id]["text"]
+    assert entry.text == got, f"{entry_id}: documented\n{entry.text}\n--- but the library gives\n{got}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry_id", _reproduced_ids())
+def test_documented_location_is_where_it_came_from(entry_id, observed):
+    """Raised in names the file of the deepest site-packages frame (or warnings.warn caller)."""
+    entry = {e.id: e for e in _entries()}[entry_id]
+    where = observed[entry_id]["where"]
+    if where is None:  # silent failures: nothing was raised, warned or logged
+        assert entry.message_fences[0][0] == "text symptom", f"{entry_id}: no location recorded"
+        return
+    assert entry.raised_in == where, f"{entry_id}: documented {entry.raised_in}, came from {where}"
 
 
 if __name__ == "__main__":
