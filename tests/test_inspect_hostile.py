@@ -132,3 +132,14 @@ def test_torch_import_hangs_everything_is_a_bounded_timeout():
     assert report["torch"]["reason"] == "no answer within 6 s (last step: import torch)"
     assert report["megatron_core"]["status"] == "timeout"
     assert report["megatron_core"]["reason"] == "no answer within 6 s (last step: import torch)"
+
+
+def test_cuda_flag_on_a_machine_without_gpus():
+    r = run(sys.executable, "--json", "--cuda", "--timeout", "120", fakes=("no_megatron",))
+    assert r.returncode == 0
+    report = json.loads(r.stdout)
+    assert schema.validate(report, probes.KERNELS) == []
+    assert report["torch"]["status"] == "available"
+    if report["torch"]["cuda_available"] is False:
+        assert report["gpus"]["torch_view"] == []
+    assert report["megatron_core"]["status"] == "not_installed"

@@ -194,7 +194,16 @@ def _megatron_info(mc):
         info["version"] = _safe(lambda: importlib.import_module(
             "megatron.core.package_info").__shortversion__)
     info.update(_git_checkout(os.path.dirname(os.path.dirname(path))))
+    info["no_vcs_version_switch"] = _mentions(os.path.join(path, "package_info.py"), "NO_VCS_VERSION")
     return info
+
+
+def _mentions(path, word):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return word in f.read()
+    except OSError:
+        return False
 
 
 def _git_checkout(root):

@@ -169,8 +169,9 @@ def _flag_vcs_suffix(core):
     mv, v = core.get("module_version"), core.get("version")
     if mv and v and mv != v and "+" in mv and not core.get("source_checkout"):
         core["note"] = ("megatron.core.__version__ (%s) carries the HEAD of an enclosing git "
-                        "repository, not a Megatron commit; set NO_VCS_VERSION=1 to suppress it"
-                        % mv)
+                        "repository, not a Megatron commit" % mv)
+        if core.get("no_vcs_version_switch"):
+            core["note"] += "; this package_info.py skips it when NO_VCS_VERSION=1"
 
 
 def kernel_entry(name, spec, res, timeout, verdicts):
