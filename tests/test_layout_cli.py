@@ -141,3 +141,15 @@ def test_fuzzed_arguments_never_raise(argv):
     assert "Traceback" not in err and "internal error" not in err, err
     if rc == 2:
         assert err.count("\n") == 1 and err.startswith("check_parallel_layout.py: error:")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra,valid", [([], True), (["--num-attention-heads", "12"], False)])
+def test_verify_reports_agreement_with_megatron(extra, valid):
+    rc, out, _ = run(["--world-size", 64, "--tensor-model-parallel-size", 8,
+                      "--pipeline-model-parallel-size", 2, "--verify", "--json"] + MODEL + extra)
+    data = json.loads(out)
+    assert data["valid"] is valid and rc == (0 if valid else 1)
+    assert data["verify"]["available"] is True
+    assert data["verify"]["megatron"]["accepted"] is valid
+    assert data["verify"]["agrees"] is True

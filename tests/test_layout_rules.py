@@ -92,6 +92,8 @@ TRIGGERS = {
     "query-groups-ignored": " --num-query-groups 4",
     "moe-ffn-default": " --num-experts 8 --disable-bias-linear",
     "global-batch-default": "",
+    "swiglu-ffn-default": " --swiglu --hidden-size 4096 --num-attention-heads 32",
+    "gqa-default-groups": " --group-query-attention",
     "virtual-pipeline-is-one": " --pipeline-model-parallel-size 2 "
                                "--num-layers-per-virtual-pipeline-stage 4",
     "few-microbatches": " --pipeline-model-parallel-size 4 --global-batch-size 4",
@@ -247,3 +249,46 @@ def test_cuda_device_max_connections_condition_in_source():
     assert "if args.use_torch_fsdp2 or args.use_megatron_fsdp:" in block
     assert "elif args.overlap_moe_expert_parallel_comm:" in block
     assert "os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS') == \"1\"" in block
+
+
+DERIVED_CASES = [
+    BASE + " --swiglu --hidden-size 4096 --num-attention-heads 32",
+    BASE + " --tensor-model-parallel-size 2 --group-query-attention --num-query-groups 2 "
+           "--global-batch-size 16",
+    BASE + " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 "
+           "--global-batch-size 8",
+    BASE + " --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout "
+           "Ett|tt|tt|ttL --global-batch-size 8",
+    BASE + " --num-experts 8 --expert-model-parallel-size 4 --disable-bias-linear "
+           "--tensor-model-parallel-size 2 --expert-tensor-parallel-size 1",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", DERIVED_CASES)
+def test_derived_sizes_match_megatron(argv):
+    """Defaults and derived sizes equal what validate_args, TransformerConfig,
+    vocab_utils and the microbatch calculator compute."""
+    from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
+    from megatron.training.argument_utils import core_transformer_config_from_args
+    from megatron.training.vocab_utils import calculate_padded_vocab_size
+    layout, _ = flags.parse_layout(argv.split())
+    d = rules.check(layout).derived
+    with warnings.catch_warnings(), verify._environment(layout):
+        warnings.simplefilter("ignore")
+        args = verify._validate(layout)
+        config = core_transformer_config_from_args(args)
+    calc = ConstantNumMicroBatchesCalculator(args.global_batch_size, args.micro_batch_size,
+                                             args.data_parallel_size, False, 0)
+    assert d["data_parallel_size"] == args.data_parallel_size
+    assert d["ffn_hidden_size"] == args.ffn_hidden_size == config.ffn_hidden_size
+    assert d["kv_channels"] == args.kv_channels == config.kv_channels
+    assert d["num_query_groups"] == config.num_query_groups
+    assert d["virtual_pipeline_model_parallel_size"] == args.virtual_pipeline_model_parallel_size
+    assert d["expert_tensor_parallel_size"] == args.expert_tensor_parallel_size
+    assert d["global_batch_size"] == args.global_batch_size
+    assert d["num_microbatches"] == calc.get()
+    assert d["padded_vocab_size"] == calculate_padded_vocab_size(
+        args.vocab_size, args.make_vocab_size_divisible_by, args.tensor_model_parallel_size,
+        logging_enabled=False)
+    assert d["sequence_parallel"] == args.sequence_parallel

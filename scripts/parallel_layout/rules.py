@@ -715,6 +715,24 @@ def w_query_groups_ignored(c):
             f"num_attention_heads ({L.num_attention_heads})", "add --group-query-attention")
 
 
+def w_swiglu_ffn_default(c):
+    L = c.L
+    if not L.swiglu or L.ffn_hidden_size is not None or L.hidden_size is None:
+        return None
+    return (f"--swiglu without --ffn-hidden-size: ffn_hidden_size = int((4h*2/3)/64)*64 = "
+            f"{D.ffn_hidden_size(L)}, which may not be the size of the model you mean",
+            "set --ffn-hidden-size to the model's value")
+
+
+def w_gqa_default_groups(c):
+    L = c.L
+    if not L.group_query_attention or L.num_query_groups != 1:
+        return None
+    return ("--group-query-attention with num_query_groups 1 (the parser default when "
+            "--num-query-groups is omitted): this is multi-query attention",
+            "set --num-query-groups explicitly")
+
+
 def w_moe_ffn_default(c):
     if c.experts and c.L.moe_ffn_hidden_size is None:
         return ("moe_ffn_hidden_size is not set, using ffn_hidden_size for MoE instead.",
@@ -848,6 +866,10 @@ RULES = (
        "megatron/training/argument_utils.py core_transformer_config_from_args",
        w_query_groups_ignored),
     _r("moe-ffn-default", "warning", ARGS, w_moe_ffn_default),
+    _r("swiglu-ffn-default", "warning", ARGS, w_swiglu_ffn_default),
+    _r("gqa-default-groups", "warning",
+       "megatron/training/arguments.py _add_network_size_args (--num-query-groups default 1)",
+       w_gqa_default_groups),
     _r("global-batch-default", "warning", ARGS, w_global_batch_default),
     _r("virtual-pipeline-is-one", "warning", ARGS, w_vpp_one),
     _r("few-microbatches", "warning", "megatron/core/pipeline_parallel/schedules.py",
