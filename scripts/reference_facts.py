@@ -44,6 +44,9 @@ finds the same fences and code spans as markdown-it-py on every document of the 
     ranges check both ends), and it must NOT resolve in the installed package unless the
     installed version is inside the tag. The mirror path comes from ``$MEGATRON_LM_MIRROR``
     (default ``/work/.mirror/NVIDIA+Megatron-LM/repo``).
+    Bare identifiers: after a marker line ``<!-- names-in: megatron.core.parallel_state -->``,
+    every code span of the next paragraph that is an identifier (optionally followed by ``()``)
+    is the name ``<module>:<identifier>``.
 
 ``signature`` facts -- id ``signature:<module>:<Attr>``
     A fence whose info string is ``python signature <module>:<Attr>`` and whose body is one
@@ -310,6 +313,32 @@ def _extract_names(md: Markdown, path: str, col: _Collector) -> None:
                 col.add(_name_fact(name, f"{path}:{fence.line}", versions))
 
 
+_NAMES_IN = re.compile(r"<!--\s*names-in:\s*(megatron[\w.]*)\s*-->")
+_IDENT = re.compile(r"[A-Za-z_]\w*(\(\))?")
+
+
+def _paragraph_after(lines: list[str], idx: int) -> range:
+    """Line numbers (1-based) of the first paragraph after line index idx."""
+    start = idx + 1
+    while start < len(lines) and not lines[start].strip():
+        start += 1
+    end = start
+    while end < len(lines) and lines[end].strip():
+        end += 1
+    return range(start + 1, end + 1)
+
+
+def _extract_names_in(md: Markdown, path: str, col: _Collector) -> None:
+    for idx, line in enumerate(md.lines):
+        m = _NAMES_IN.search(line)
+        if not m:
+            continue
+        where = _paragraph_after(md.lines, idx)
+        for span_line, content, _ in md.spans:
+            if span_line in where and _IDENT.fullmatch(content):
+                col.add(_name_fact(f"{m.group(1)}:{content.rstrip('()')}", f"{path}:{span_line}", None))
+
+
 def _extract_quotes(md: Markdown, path: str, col: _Collector) -> None:
     for line, content, rest in md.spans:
         m = _QUOTED_FROM.match(rest)
@@ -356,7 +385,7 @@ def _extract_tables(md: Markdown, path: str, col: _Collector) -> None:
                          f"{path}:{row_line}", extra={"field": fname, "kwargs": rest}))
 
 
-_EXTRACTORS = (_extract_names, _extract_quotes, _extract_signatures, _extract_tables)
+_EXTRACTORS = (_extract_names, _extract_names_in, _extract_quotes, _extract_signatures, _extract_tables)
 
 
 def extract_facts(paths: Iterable[str | os.PathLike]) -> list[Fact]:

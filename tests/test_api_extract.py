@@ -114,6 +114,8 @@ def test_extraction_of_the_fixture_finds_each_documented_form():
         "derived:TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4).ffn_hidden_size",
         "quote:megatron/core/transformer/spec_utils.py:when instantiating",
         "fieldcount:megatron.core.transformer.transformer_config:TransformerConfig",
+        "name:megatron.core.parallel_state:get_tensor_model_parallel_rank",
+        "name:megatron.core.parallel_state:destroy_model_parallel",
     }
     assert facts["name:megatron.core.transformer.moe.grouped_gemm_util"].versions == "0.16"
     assert facts["name:megatron.core.transformer.hyper_connection"].versions == "main"
@@ -170,6 +172,7 @@ BAD = {
     "derived:TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, pipeline_model_parallel_size=2).ffn_hidden_size": "error",
     "quote:megatron/core/transformer/spec_utils.py:when constructing": "mismatch",
     "fieldcount:megatron.core.transformer.transformer_config:TransformerConfig": "mismatch",
+    "name:megatron.core.parallel_state:get_tensor_parallel_rank": "missing",
 }
 
 
