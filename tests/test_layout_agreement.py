@@ -170,6 +170,8 @@ def feature_flags(draw):
                                                        "fsdp_dtensor"]))]
     if draw(st.integers(0, 3)) == 0:
         out += ["--use-distributed-optimizer"]
+        if draw(st.booleans()):
+            out += ["--num-distributed-optimizer-instances", draw(st.integers(1, 4))]
     return out
 
 

@@ -69,6 +69,8 @@ TRIGGERS = {
                             "--num-virtual-stages-per-pipeline-rank 2 "
                             "--no-overlap-p2p-communication",
     "global-batch-divisible": " --global-batch-size 12",
+    "distributed-optimizer-instances": " --use-distributed-optimizer "
+                                       "--num-distributed-optimizer-instances 3",
     "interleaved-microbatch-group": " --pipeline-model-parallel-size 4 "
                                     "--num-virtual-stages-per-pipeline-rank 2 "
                                     "--global-batch-size 12",

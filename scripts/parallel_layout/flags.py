@@ -111,7 +111,7 @@ WORLD_FLAGS = (
     Flag("--nproc-per-node", "nproc_per_node", "size", None, help="GPUs per node"),
     Flag("--gpus-per-node", "gpus_per_node", "size", None,
          help="GPUs per NVLink node (default: --nproc-per-node, else 8)"),
-    Flag("--gpu-memory-gib", "gpu_memory_gib", "gib", None, help="memory per GPU in GiB"),
+    Flag("--gpu-memory-gib", "gpu_memory_gib", "gib", None, help="memory per GPU in GiB (--plan assumes 80 when not given)"),
 )
 
 DEFAULT_GPUS_PER_NODE = 8

@@ -486,6 +486,15 @@ def vpp_needs_pp(c):
     return None
 
 
+def distopt_instances(c):
+    n = c.L.num_distributed_optimizer_instances
+    if n == 1 or c.dp is None or (c.dp * c.cp) % n == 0:
+        return None
+    return ("Data parallel size should be divisible by partial DistOpt shard factor",
+            f"use --num-distributed-optimizer-instances dividing DP*CP={c.dp * c.cp}: "
+            f"{fmt_list(nearest(divisors(c.dp * c.cp), n))}")
+
+
 # ---------------------------------------------------------------- batch
 
 def global_batch(c):
@@ -840,6 +849,7 @@ RULES = (
     _r("moe-bias-needs-etp1", "error", TC, moe_bias_etp),
     _r("moe-ffn-without-experts", "error", TC, moe_ffn_without_experts),
     _r("interleaved-needs-pp", "error", ARGS, vpp_needs_pp),
+    _r("distributed-optimizer-instances", "error", PS, distopt_instances),
     _r("global-batch-divisible", "error", ARGS + "; " + CALC, global_batch),
     _r("interleaved-microbatch-group", "error", SCHED, interleaved_group,
        stricter="raised by the interleaved schedule at the first training step, not at "
