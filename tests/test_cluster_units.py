@@ -407,3 +407,21 @@ def test_render_env_problem():
     text = cluster_render.render({"world_size": 4, "launcher": "slurm", "ok": False,
                                   "exit_code": 1, "layout": section})
     assert 'CUDA_DEVICE_MAX_CONNECTIONS=8/<unset> on ranks 2-3: Megatron-LM asserts "M" (W)' in text
+
+
+def test_run_bounded_gives_up_and_keeps_what_was_done(monkeypatch):
+    import threading
+
+    release = threading.Event()
+
+    def stuck_run(store, info, backend, init_kwargs, timeout_s, record):
+        record["stage"] = "collectives"
+        record["kinds"]["tp"] = {"state": "ok", "seconds": 0.1, "ranks": [0, 1]}
+        release.wait(30)  # e.g. blocked inside a communicator that never forms
+
+    monkeypatch.setattr(cluster_groups, "run", stuck_run)
+    record = cluster_groups.run_bounded(None, _info(2), "gloo", {}, 0.05)
+    release.set()
+    assert record["clean"] is False
+    assert record["error"] == "stopped waiting after 0.2s, at stage collectives"
+    assert record["kinds"]["tp"]["state"] == "ok"

@@ -315,22 +315,23 @@ def _groups_phase(rdv, info, args, layout_parts, timeout, collect=False):
     from . import cluster_groups
 
     _, _, init_kwargs = layout_parts
+    phase = Deadline(cluster_groups.PHASE_TIMEOUTS * timeout)
     backend = args.backend
     try:
         backend = resolve_backend(args.backend)
     except Exception as exc:
         record = {"stage": "backend", "error": f"{type(exc).__name__}: {exc}", "kinds": {}}
     else:
-        record = cluster_groups.run(rdv.sub_store("pg"), info, backend, init_kwargs, timeout)
+        record = cluster_groups.run_bounded(rdv.sub_store("pg"), info, backend, init_kwargs,
+                                            timeout)
     record["backend"] = backend
     if record.get("clean") is False:
         _UNCLEAN.append(info.rank)
     rdv.post("groups", record)
     if not collect:
         return record
-    # A peer may still be inside a collective that began just before ours ended:
-    # give it one more timeout (plus a little), never more.
-    return rdv.collect("groups", range(info.world_size), Deadline(timeout + GRACE_S))
+    # Every rank is bounded by the same phase budget, started at about the same time.
+    return rdv.collect("groups", range(info.world_size), Deadline(phase.left() + GRACE_S))
 
 
 def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=False) -> dict:
@@ -448,6 +449,12 @@ def _emit(summary: dict, args, out=None) -> None:
     out.flush()
 
 
+def cluster_groups_budget(timeout: float) -> float:
+    from .cluster_groups import PHASE_TIMEOUTS
+
+    return PHASE_TIMEOUTS * timeout
+
+
 def _probe_timeout(args) -> float:
     """Upper bound of the local probe (its children's --timeout)."""
     given = getattr(args, "timeout", None)
@@ -470,9 +477,9 @@ def _worker(rdv, info, args, layout_parts, timeout: float) -> int:
         return 1
     if plan.get("layout"):
         _groups_phase(rdv, info, args, layout_parts, timeout)
-    # Rank 0 may finish its own group phase up to one timeout after us, then waits
-    # at most one more timeout (plus grace) for our results.
-    wait = 3 * timeout + GRACE_S
+    # Rank 0 ends its group phase (and its wait for our results) at most one phase
+    # budget after it began, which was no later than our start; then it prints.
+    wait = cluster_groups_budget(timeout) + 3 * GRACE_S
     verdict = rdv.wait_for("verdict/0", Deadline(wait))
     if verdict is None:
         _say(info, f"rank 0 gave no verdict within {wait:g}s; stopping")

@@ -11,10 +11,12 @@ imported by ``--help`` paths too.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 import traceback
 from datetime import timedelta
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Optional
 
 # One row per kind of group megatron.core.parallel_state builds (0.19.2):
 # (kind, getter in parallel_state, getter kwargs, required).
@@ -113,15 +115,57 @@ def _probe_kind(ps, getter: str, kwargs: dict, rank: int, device, timeout_s, ski
     return result
 
 
-def run(rdv_store, info, backend: str, init_kwargs: Mapping, timeout_s: float) -> dict:
+# The whole phase on one rank: init_process_group and the first group barrier
+# (T each at worst), the collectives (T at worst, since a rank stops after its
+# first timeout), teardown (T).  run_bounded() stops waiting after this many T.
+PHASE_TIMEOUTS = 4
+
+
+def run_bounded(rdv_store, info, backend: str, init_kwargs: Mapping, timeout_s: float) -> dict:
+    """run() in a daemon thread; give up after PHASE_TIMEOUTS * timeout_s.
+
+    Waits inside NCCL or gloo can outlast their own timeouts (a destroy that
+    blocks, a communicator that never forms); the caller must still report.
+    A record given up on is marked unclean, so the process exits with os._exit.
+    """
+    record: Dict[str, object] = {"stage": "start", "kinds": {}, "clean": True}
+    worker = threading.Thread(
+        target=run, args=(rdv_store, info, backend, init_kwargs, timeout_s, record), daemon=True
+    )
+    worker.start()
+    budget = PHASE_TIMEOUTS * timeout_s
+    worker.join(budget)
+    if worker.is_alive():
+        snapshot = _snapshot(record)
+        snapshot["error"] = f"stopped waiting after {budget:g}s, at stage {snapshot.get('stage')}"
+        snapshot["clean"] = False
+        return snapshot
+    return record
+
+
+def _snapshot(record: dict) -> dict:
+    """A copy of a dict another thread may still be writing."""
+    for _ in range(100):
+        try:
+            return json.loads(json.dumps(record, default=str))
+        except RuntimeError:  # changed size during iteration: try again
+            time.sleep(0.01)
+    return {"stage": "unknown", "kinds": {}}
+
+
+def run(rdv_store, info, backend: str, init_kwargs: Mapping, timeout_s: float,
+        record: Optional[dict] = None) -> dict:
     """This rank's record: {"stage", "error"?, "kinds": {kind: {...}}, "clean"}.
 
     Building the groups gets ``timeout_s``; so does each collective.  After the
     first collective that times out, this rank runs no more: its peers are then
     out of step (a late peer would pair its next collective with the wrong one),
     and stopping keeps the whole phase near two timeouts instead of one per group.
+    ``record`` (if given) is filled in place, so a caller that stops waiting
+    still sees how far this got.
     """
-    record: Dict[str, object] = {"stage": "import", "kinds": {}, "clean": True}
+    record = {"kinds": {}} if record is None else record
+    record.update(stage="import", clean=True)
     try:
         import torch.distributed as dist
         from megatron.core import parallel_state as ps
@@ -162,9 +206,13 @@ def run(rdv_store, info, backend: str, init_kwargs: Mapping, timeout_s: float) -
 
 
 def _teardown(record: dict) -> bool:
-    """Destroy groups unless a collective hung (destroying then can block on NCCL)."""
+    """Destroy the groups after a clean run only.
+
+    After an error or a timeout the process is about to exit anyway, and
+    destroying NCCL communicators whose peers are gone can block.
+    """
     hung = any(k.get("state") == "timeout" for k in record["kinds"].values())
-    if hung:
+    if hung or record.get("error"):
         return False
     try:
         import torch.distributed as dist
