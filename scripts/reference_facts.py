@@ -185,22 +185,86 @@ def _text_spans(text: str) -> list[tuple[int, str, str]]:
 
 
 # Lines that start a block of their own: a code span never continues across them.
-_BLOCK_START = re.compile(r"^\s{0,3}(#{1,6}(\s|$)|[-*+]\s|\d{1,9}[.)]\s|>|\|)")
+_BLOCK_START = re.compile(r"^\s{0,3}(#{1,6}(\s|$)|[-*+]\s+\S|1[.)]\s+\S)")
+_QUOTE = re.compile(r"^\s{0,3}>\s?")
+_TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
+
+
+def _cells(row: str) -> list[str]:
+    """A table row's cells, split at pipes that are not backslash-escaped (GFM)."""
+    row = row.strip()
+    row = row[1:] if row.startswith("|") else row
+    row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
+    return [cell.replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", row)]
+
+
+_LIST_ITEM = re.compile(r"^(\s{0,3}(?:[-*+]|\d{1,9}[.)])\s+)\S")
+
+
+def _lazy_line(lines: list[str], skip: set[int], i: int) -> bool:
+    """Line i lazily continues a list item's or block quote's paragraph (no table starts there)."""
+    j = i - 1
+    while j >= 0 and j not in skip and lines[j].strip() and not _LIST_ITEM.match(lines[j]):
+        j -= 1
+    if j >= 0 and j not in skip and _LIST_ITEM.match(lines[j]):
+        indent = len(_LIST_ITEM.match(lines[j]).group(1))
+        if len(lines[i]) - len(lines[i].lstrip()) < indent:
+            return True
+    k = i - 1
+    while k >= 0 and k not in skip and lines[k].strip():
+        if _QUOTE.match(lines[k]) and not _QUOTE.match(lines[i]):
+            return True
+        k -= 1
+    return False
+
+
+def _table_lines(lines: list[str], skip: set[int]) -> set[int]:
+    """Indexes of table rows (header + delimiter + body): each cell is its own inline context."""
+    rows: set[int] = set()
+    for i in range(len(lines) - 1):
+        if i in skip or i in rows or "|" not in lines[i] or not _TABLE_DELIMITER.match(lines[i + 1]):
+            continue
+        if "|" not in lines[i + 1] or len(_cells(lines[i])) != len(_cells(lines[i + 1])):
+            continue
+        if _lazy_line(lines, skip, i):
+            continue
+        j = i
+        # GFM: rows run to the first blank line or the start of another block, pipes or not.
+        while j < len(lines) and j not in skip and lines[j].strip() and (
+                j <= i + 1 or not (_BLOCK_START.match(lines[j]) or _QUOTE.match(lines[j]))):
+            rows.add(j)
+            j += 1
+    return rows
 
 
 def _paragraphs(lines: list[str], skip: set[int]) -> list[tuple[int, list[str]]]:
-    """Groups of consecutive lines that form one inline context (paragraph, row, heading)."""
+    """Groups of consecutive lines that form one inline context (paragraph, table row, heading)."""
+    table = _table_lines(lines, skip)
     out: list[tuple[int, list[str]]] = []
     cur: list[str] = []
     start = 0
+    quoted = False  # the previous line was inside a block quote
     for idx, line in enumerate(lines):
+        in_quote = bool(_QUOTE.match(line)) and idx not in skip
+        if in_quote:  # a quote's paragraph continues over its "> " lines
+            if cur and not quoted:
+                out.append((start, cur))
+                cur = []
+            quoted, line = True, _QUOTE.sub("", line, count=1)
+        elif not line.strip() or _BLOCK_START.match(line):
+            quoted = False
         if idx in skip or not line.strip():
             if cur:
                 out.append((start, cur))
             cur = []
             continue
-        block = _BLOCK_START.match(line)
-        if cur and (block or cur[-1].lstrip().startswith(("#", "|"))):
+        if idx in table:
+            if cur:
+                out.append((start, cur))
+            out += [(idx, [cell]) for cell in _cells(line)]
+            cur = []
+            continue
+        if cur and (_BLOCK_START.match(line) or cur[-1].lstrip().startswith("#")):
             out.append((start, cur))
             cur = []
         if not cur:

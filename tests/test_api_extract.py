@@ -74,6 +74,18 @@ def test_scanner_matches_markdown_it_on_generated_lines(chunks):
     assert ours == theirs
 
 
+_LINE = st.text(alphabet="`a \\|-#>", max_size=10).map(lambda s: ("x" + s).rstrip())
+_BLOCKS = st.sampled_from(["", "- item `a", "| a | b |", "|---|---|", "# h `x`", "> q `", "1. one `"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_LINE, _BLOCKS), min_size=1, max_size=6))
+def test_scanner_matches_markdown_it_on_generated_blocks(lines):
+    # Paragraphs, list items, block quotes, headings and tables, with code spans across lines.
+    text = "\n".join(lines)
+    assert _ours(text)[1] == _markdown_it(text)[1]
+
+
 def test_scanner_edge_cases():
     text = "\n".join([
         "````markdown",
