@@ -335,10 +335,10 @@ from inspector import cluster_env_rules  # noqa: E402
 ARGUMENTS_PY = ROOT / ".venv/lib/python3.12/site-packages/megatron/training/arguments.py"
 
 
-def _layout(*flags):
+def _layout(*flags, world=4):
     from parallel_layout.flags import parse_layout
 
-    layout, unknown = parse_layout(["--world-size", "4", *flags])
+    layout, unknown = parse_layout(["--world-size", str(world), *flags])
     assert unknown == []
     return layout
 
@@ -425,3 +425,45 @@ def test_run_bounded_gives_up_and_keeps_what_was_done(monkeypatch):
     assert record["clean"] is False
     assert record["error"] == "stopped waiting after 0.2s, at stage collectives"
     assert record["kinds"]["tp"]["state"] == "ok"
+
+
+class _FakeRendezvous:
+    """The store API of cluster_store.Rendezvous over a dict (rank 0's view)."""
+
+    def __init__(self):
+        self.keys, self.counters = {}, {}
+
+    def post(self, phase, value, rank=0):
+        self.keys[f"{phase}/{rank}"] = json.loads(json.dumps(value))
+
+    def has(self, key):
+        return key in self.keys
+
+    def collect(self, phase, ranks, deadline):
+        return {r: self.keys[f"{phase}/{r}"] for r in ranks if f"{phase}/{r}" in self.keys}
+
+    def count(self, key, add=0):
+        self.counters[key] = self.counters.get(key, 0) + add
+        return self.counters[key]
+
+
+def test_coordinator_names_a_rank_claimed_twice_and_builds_no_group():
+    rdv = _FakeRendezvous()
+    for rank in range(2):
+        rdv.count(f"claim/{rank}", 1)
+        rdv.post("hello", {}, rank)
+        rdv.post("report", _post(rank), rank)
+    rdv.count("claim/1", 1)  # a second process also says it is rank 1
+
+    class Args(_Args):
+        layout = True
+
+    from parallel_layout import rules
+
+    layout = _layout("--tensor-model-parallel-size", "2", world=2)
+    layout_parts = (layout, rules.check(layout, with_memory=False), {})
+    summary = cluster._coordinate(rdv, _info(2), Args(), layout_parts, 1.0)
+    assert summary["duplicate_ranks"] == [1] and summary["exit_code"] == 1
+    assert rdv.keys["plan/0"] == {"layout": False}  # no group is built
+    assert "exactly once" in summary["layout"]["skipped"]
+    assert "Ranks claimed by more than one process: rank 1" in cluster_render.render(summary)

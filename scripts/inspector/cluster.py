@@ -238,6 +238,7 @@ def cluster_facts(info) -> dict:
     """Facts about this rank that the generic local report does not know."""
     facts = {
         "rank": info.rank,
+        "world_size": info.world_size,
         "local_rank": info.local_rank,
         "node_key": info.node_key,
         "hostname": info.hostname,
@@ -298,7 +299,8 @@ def _coordinate(rdv, info, args, layout_parts, timeout: float) -> dict:
     posts = rdv.collect("report", world, Deadline(timeout))
     timings = {"gather_wait_s": round(time.monotonic() - start, 3)}
     hello = {r for r in world if r in posts or rdv.has(f"hello/{r}")}
-    go = bool(layout_parts) and len(posts) == info.world_size
+    duplicates = [r for r in sorted(hello) if rdv.count(f"claim/{r}") > 1]
+    go = bool(layout_parts) and len(posts) == info.world_size and not duplicates
     rdv.post("plan", {"layout": go}, rank=0)
     records = None
     if go:
@@ -306,7 +308,7 @@ def _coordinate(rdv, info, args, layout_parts, timeout: float) -> dict:
         records = _groups_phase(rdv, info, args, layout_parts, timeout, collect=True)
         timings["groups_s"] = round(time.monotonic() - start, 3)
     summary = summarize(info, args, posts, hello, layout_parts, records,
-                        skipped_layout=bool(layout_parts) and not go)
+                        skipped_layout=bool(layout_parts) and not go, duplicates=duplicates)
     summary["timings"] = timings
     return summary
 
@@ -334,7 +336,8 @@ def _groups_phase(rdv, info, args, layout_parts, timeout, collect=False):
     return rdv.collect("groups", range(info.world_size), Deadline(phase.left() + GRACE_S))
 
 
-def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=False) -> dict:
+def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=False,
+              duplicates=()) -> dict:
     world = list(range(info.world_size))
     node_of = {r: posts[r]["cluster"].get("node_key", "?") for r in posts}
     silent = [r for r in world if r not in hello]
@@ -358,6 +361,7 @@ def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=Fa
         "gpus_per_rank": {str(r): posts[r]["cluster"].get("gpus_visible") for r in sorted(posts)},
         "silent_ranks": silent,
         "unreported_ranks": no_report,
+        "duplicate_ranks": list(duplicates),
         "probe_errors": probe_errors,
         "differences": diffs,
         "unmet_requirements": unmet,
@@ -369,7 +373,8 @@ def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=Fa
         section = layout_summary(layout, result)
         section["initialize_model_parallel"] = init_kwargs
         if skipped_layout:
-            section["skipped"] = "not every rank reported; no group was built"
+            section["skipped"] = ("not every rank reported exactly once; "
+                                  "no group was built")
         if records is not None:
             from . import cluster_groups
 
@@ -384,7 +389,8 @@ def summarize(info, args, posts, hello, layout_parts, records, skipped_layout=Fa
         if section["env_problems"]:
             section["ok"] = False
         summary["layout"] = section
-    problems = bool(silent or no_report or probe_errors or diffs or unmet or gpu_problems)
+    problems = bool(silent or no_report or duplicates or probe_errors or diffs or unmet
+                    or gpu_problems)
     if summary["layout"] is not None and not summary["layout"]["ok"]:
         problems = True
     summary["ok"] = not problems
@@ -534,6 +540,9 @@ def _run(info, args, layout_parts, timeout: float, out) -> int:
         _say(info, f"cannot reach the store at {info.master_addr}:{info.master_port} "
              f"within {timeout:g}s: {type(exc).__name__}: {exc}")
         return 1
+    # Two processes with the same rank (a launcher misconfiguration) overwrite each
+    # other's keys; the claim counter is how rank 0 still notices.
+    rdv.count(f"claim/{info.rank}", 1)
     rdv.post("hello", {"hostname": info.hostname})
     report = local_report(args)
     rdv.post("report", {"cluster": cluster_facts(info), "report": report,

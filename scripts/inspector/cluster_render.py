@@ -122,6 +122,9 @@ def render(summary: dict) -> str:
         lines.append(f"Nodes ({len(summary['nodes'])}):")
         lines += _nodes(summary)
         lines.append(f"Silent ranks (never reached the store): {_ranks(summary['silent_ranks'])}")
+        if summary.get("duplicate_ranks"):
+            lines.append("Ranks claimed by more than one process: "
+                         f"{_ranks(summary['duplicate_ranks'])}")
         if summary.get("unreported_ranks"):
             lines.append(f"Ranks with no report before the deadline: {_ranks(summary['unreported_ranks'])}")
         for rank, err in summary.get("probe_errors", {}).items():
