@@ -19,6 +19,9 @@ Phases (each rank; T = ``--dist-timeout``; no wait is without a timeout):
                 at most T (+5 s) after its own for the others' results
 5. verdict      rank 0 prints the summary and posts the exit code; others exit with it
 
+Only rank 0 writes to stdout.  If rank 0 itself never comes, the other ranks say so
+on stderr ("cannot reach the store" or "rank 0 gave no plan") and exit 1.
+
 Hooks used by inspector.cli: ``add_arguments(parser)``, ``wants_cluster(args)``,
 ``main(args) -> int``.  Standard library only at import time.
 """
