@@ -41,9 +41,15 @@ def test_every_rule_is_documented():
 
 
 def test_every_stricter_rule_is_listed_with_its_reason():
-    section = TEXT.split("## Where the checker is stricter")[1].split("\n## ")[0]
+    section = TEXT.split("## Where the checker is stricter than Megatron")[1].split("\n## ")[0]
     listed = set(re.findall(r"^- `([a-z0-9-]+)`", section, re.M))
     assert listed == {r.id for r in rules.RULES if r.stricter}
+
+
+def test_every_late_rule_is_listed_with_its_phase():
+    section = TEXT.split("## Rules Megatron checks late")[1].split("\n## ")[0]
+    listed = set(re.findall(r"^- `([a-z0-9-]+)`", section, re.M))
+    assert listed == {r.id for r in rules.RULES if r.late}
 
 
 def test_help_lists_every_flag_used_in_the_reference():

@@ -81,6 +81,16 @@ def num_query_groups(layout):
     return layout.num_attention_heads
 
 
+def has_dense_layers(layout):
+    """False when every decoder layer is MoE (--moe-layer-freq 1, the default)."""
+    if not num_experts(layout):
+        return True
+    freq = layout.moe_layer_freq
+    if isinstance(freq, int):
+        return freq > 1 and (layout.num_layers or 0) > 1
+    return 0 in freq
+
+
 def moe_ffn_hidden_size(layout):
     if not num_experts(layout):
         return None

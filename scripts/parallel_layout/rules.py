@@ -38,6 +38,7 @@ class Rule(NamedTuple):
     versions: str
     check: Callable
     stricter: Optional[str] = None
+    late: Optional[str] = None  # when Megatron checks it, if not at configuration time
 
 
 @dataclasses.dataclass
@@ -535,20 +536,33 @@ def interleaved_group(c):
 
 # ---------------------------------------------------------------- sizes at model build
 
+def _linear_split(ffn, size, gated):
+    """First size the fc1 (ColumnParallelLinear, 2*ffn when gated) then fc2
+    (RowParallelLinear) constructors fail to divide, or None."""
+    for dim in ((2 * ffn) if gated else ffn, ffn):
+        if dim % size:
+            return dim
+    return None
+
+
 def ffn_tp(c):
     f = D.ffn_hidden_size(c.L)
     need(f)
-    if f % c.tp == 0:
+    bad = _linear_split(f, c.tp, c.L.swiglu)
+    if bad is None or not D.has_dense_layers(c.L):
         return None
-    return (f"{f} is not divisible by {c.tp}",
+    return (f"{bad} is not divisible by {c.tp}",
             f"use --ffn-hidden-size {fmt_list(multiples_around(f, c.tp))}")
 
 
 def moe_ffn_etp(c):
     f = D.moe_ffn_hidden_size(c.L)
-    if f is None or f % c.etp == 0:
+    if f is None:
         return None
-    return (f"{f} is not divisible by {c.etp}",
+    bad = _linear_split(f, c.etp, c.L.swiglu)
+    if bad is None:
+        return None
+    return (f"{bad} is not divisible by {c.etp}",
             f"use --moe-ffn-hidden-size {fmt_list(multiples_around(f, c.etp))} or another ETP")
 
 
@@ -819,8 +833,8 @@ def w_cp_fsdp(c):
     return None
 
 
-def _r(id, kind, source, check, stricter=None, versions=V0192):
-    return Rule(id, kind, source, versions, check, stricter)
+def _r(id, kind, source, check, stricter=None, versions=V0192, late=None):
+    return Rule(id, kind, source, versions, check, stricter, late)
 
 
 RULES = (
@@ -845,21 +859,21 @@ RULES = (
        stricter="TransformerConfig accepts first+last > num_layers when a middle stage count "
                 "divides the negative remainder; the model cannot be built"),
     _r("account-split-with-vpp", "error", TC, account_split),
-    _r("vpp-layers-at-build", "error", BLOCK, vpp_even_build),
+    _r("vpp-layers-at-build", "error", BLOCK, vpp_even_build,
+       late="when the model is built (get_num_layers_to_build)"),
     _r("moe-bias-needs-etp1", "error", TC, moe_bias_etp),
     _r("moe-ffn-without-experts", "error", TC, moe_ffn_without_experts),
     _r("interleaved-needs-pp", "error", ARGS, vpp_needs_pp),
     _r("distributed-optimizer-instances", "error", PS, distopt_instances),
     _r("global-batch-divisible", "error", ARGS + "; " + CALC, global_batch),
     _r("interleaved-microbatch-group", "error", SCHED, interleaved_group,
-       stricter="raised by the interleaved schedule at the first training step, not at "
-                "argument validation"),
+       late="at the first training step, by the interleaved schedule"),
     _r("ffn-divisible-by-tp", "error", UTILS, ffn_tp,
-       stricter="raised when the MLP is built, not at argument validation"),
+       late="when the MLP's linear layers are built"),
     _r("moe-ffn-divisible-by-etp", "error", UTILS, moe_ffn_etp,
-       stricter="raised when the experts are built, not at argument validation"),
+       late="when the experts' linear layers are built"),
     _r("sequence-parallel-seq-divisible", "error", MAPPINGS, sp_sequence,
-       stricter="raised in the first forward pass (scatter to the sequence-parallel region)"),
+       late="in the first forward pass (scatter into the sequence-parallel region)"),
     _r("mtp-position-embedding", "error", ARGS, mtp_position),
     _r("recompute-selective-method", "error", ARGS, recompute_selective_method),
     _r("recompute-full-settings", "error", TC, recompute_full),

@@ -27,7 +27,35 @@ import os
 import sys
 
 STAGES = ("validate_args", "TransformerConfig", "initialize_model_parallel",
-          "num_microbatches_calculator", "get_num_layers_to_build")
+          "num_microbatches_calculator", "get_num_layers_to_build", "linear_layers",
+          "interleaved_schedule", "sequence_parallel_split")
+
+# Largest linear layer (elements per rank) the oracle builds on CPU.
+MAX_BUILD_ELEMENTS = 5_000_000
+
+
+class _FakeGroup:
+    """Stands in for a process group of a given size (rank 0)."""
+
+    def __init__(self, size):
+        self._size = size
+
+    def size(self):
+        return self._size
+
+    def rank(self):
+        return 0
+
+
+class _PastChecks:
+    """A P2P communicator that stops the schedule right after its checks."""
+
+    def __init__(self, config, pp):
+        self.config = config
+        self.pp_group = _FakeGroup(pp)
+
+    def __getattr__(self, name):
+        raise _Reached()
 
 
 class _Reached(Exception):
@@ -160,6 +188,85 @@ def _layers_to_build(config):
             get_num_layers_to_build(config, vp_stage=vp_stage if vpp else None, pp_rank=pp_rank)
 
 
+def _linear_layers(args, config):
+    """Build the MLP's linear layers (ColumnParallelLinear fc1, RowParallelLinear
+    fc2) with a TP-sized group, and the experts' with an ETP-sized group: their
+    constructors divide the sizes (core/tensor_parallel/layers.py)."""
+    from megatron.core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
+    from megatron.core.transformer import TransformerConfig
+    gate = 2 if args.swiglu else 1
+    freq = args.moe_layer_freq
+    all_moe = args.num_experts and (freq == 1 or (isinstance(freq, list) and 0 not in freq)
+                                    or args.num_layers == 1)
+    shapes = [] if all_moe else [(args.ffn_hidden_size, args.tensor_model_parallel_size)]
+    if args.num_experts:
+        shapes.append((args.moe_ffn_hidden_size, args.expert_tensor_parallel_size))
+    for ffn, tp in shapes:
+        if args.hidden_size * ffn * gate // tp > MAX_BUILD_ELEMENTS:
+            return "skipped (too large to build on CPU)"
+        small = TransformerConfig(num_layers=1, hidden_size=args.hidden_size,
+                                  num_attention_heads=1, use_cpu_initialization=True,
+                                  perform_initialization=False)
+        group = _FakeGroup(tp)
+        ColumnParallelLinear(args.hidden_size, ffn * gate, config=small, init_method=_no_init,
+                             bias=False, gather_output=False, tp_group=group)
+        RowParallelLinear(ffn, args.hidden_size, config=small, init_method=_no_init,
+                          bias=False, input_is_parallel=True, skip_bias_add=True,
+                          tp_group=group)
+    return None
+
+
+def _no_init(weight):
+    return weight
+
+
+def _interleaved_schedule(args, config):
+    """Run forward_backward_pipelining_with_interleaving up to its
+    microbatch-group checks (core/pipeline_parallel/schedules.py).  On CPU the
+    one CUDA tensor it makes before them is made on the CPU."""
+    import types
+    from unittest import mock
+    import torch
+    from megatron.core.enums import ModelType
+    from megatron.core.pipeline_parallel import schedules
+    vpp = config.virtual_pipeline_model_parallel_size
+    if not vpp:
+        return
+    chunks = []
+    for _ in range(vpp):
+        chunk = torch.nn.Module()
+        chunk.config, chunk.model_type = config, ModelType.encoder_or_decoder
+        chunks.append(chunk)
+    zeros = torch.zeros
+
+    def cpu_zeros(*a, **k):
+        k.pop("device", None)
+        return zeros(*a, **k)
+
+    num_microbatches = args.global_batch_size // (args.micro_batch_size * args.data_parallel_size)
+    try:
+        with mock.patch.object(torch, "zeros", cpu_zeros):
+            schedules.forward_backward_pipelining_with_interleaving(
+                forward_step_func=None, data_iterator=[None] * vpp, model=chunks,
+                num_microbatches=num_microbatches, seq_length=args.seq_length,
+                micro_batch_size=args.micro_batch_size,
+                p2p_communicator=_PastChecks(config, args.pipeline_model_parallel_size),
+                pg_collection=types.SimpleNamespace(tp=_FakeGroup(1), cp=_FakeGroup(1)))
+    except _Reached:
+        pass
+
+
+def _sequence_parallel_split(args):
+    """The scatter into the sequence-parallel region of the first forward pass
+    (core/tensor_parallel/mappings.py _split_along_first_dim)."""
+    import torch
+    from megatron.core.tensor_parallel import mappings
+    if not args.sequence_parallel:
+        return
+    local = torch.empty(args.seq_length // args.context_parallel_size, 1, 1)
+    mappings._split_along_first_dim(local, group=_FakeGroup(args.tensor_model_parallel_size))
+
+
 def megatron_verdict(layout):
     """``{"accepted": bool, "stage": name or None, "error": message or None}``."""
     from megatron.training.argument_utils import core_transformer_config_from_args
@@ -176,12 +283,19 @@ def megatron_verdict(layout):
             _microbatches(args)
             stage = STAGES[4]
             _layers_to_build(config)
+            stage = STAGES[5]
+            skipped = _linear_layers(args, config)
+            stage = STAGES[6]
+            _interleaved_schedule(args, config)
+            stage = STAGES[7]
+            _sequence_parallel_split(args)
     except (AssertionError, ValueError, RuntimeError, ZeroDivisionError, TypeError,
             NotImplementedError, KeyError, SystemExit) as exc:
         message = str(exc) or f"{type(exc).__name__} (no message)"
         return {"accepted": False, "stage": stage, "error": message,
-                "exception": type(exc).__name__}
-    return {"accepted": True, "stage": None, "error": None, "exception": None}
+                "exception": type(exc).__name__, "skipped": []}
+    return {"accepted": True, "stage": None, "error": None, "exception": None,
+            "skipped": [STAGES[5]] if skipped else []}
 
 
 def verify(layout, result):
