@@ -3,6 +3,7 @@
 The multi-process runs are in test_cluster_launch.py.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -18,6 +19,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from inspector import cluster, cluster_diff, cluster_env, cluster_groups, cluster_render  # noqa: E402
 
 PY = sys.executable
+# The installed megatron package, located without importing it (that takes seconds).
+MEGATRON = Path(importlib.util.find_spec("megatron").submodule_search_locations[0])
 
 
 # ---------------------------------------------------------------- bootstrap
@@ -188,7 +191,7 @@ def test_group_kinds_cover_the_layout_checker_names():
 
 
 def test_group_getters_exist_in_installed_megatron():
-    src = (ROOT / ".venv/lib/python3.12/site-packages/megatron/core/parallel_state.py").read_text()
+    src = (MEGATRON / "core" / "parallel_state.py").read_text()
     for _, getter, _, _ in cluster_groups.GROUP_KINDS:
         assert f"\ndef {getter}(" in src, getter
 
@@ -332,7 +335,7 @@ def test_require_applies_on_every_rank():
 
 from inspector import cluster_env_rules  # noqa: E402
 
-ARGUMENTS_PY = ROOT / ".venv/lib/python3.12/site-packages/megatron/training/arguments.py"
+ARGUMENTS_PY = MEGATRON / "training" / "arguments.py"
 
 
 def _layout(*flags, world=4):

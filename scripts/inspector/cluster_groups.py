@@ -47,7 +47,6 @@ GROUP_KINDS = (
     ("dp-cp-gloo", "get_data_parallel_group_gloo", {"with_context_parallel": True}, False),
     ("edp-gloo", "get_expert_data_parallel_group_gloo", {}, False),
 )
-REQUIRED = {kind for kind, _, _, required in GROUP_KINDS if required}
 
 
 def _short(exc: BaseException) -> str:
