@@ -294,3 +294,17 @@ def test_derived_sizes_match_megatron(argv):
         args.vocab_size, args.make_vocab_size_divisible_by, args.tensor_model_parallel_size,
         logging_enabled=False)
     assert d["sequence_parallel"] == args.sequence_parallel
+
+
+@pytest.mark.slow
+def test_uneven_overflow_gives_negative_layer_counts_in_megatron():
+    """The reason `uneven-stages-overflow` is stricter, as the reference states."""
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+    from megatron.training.argument_utils import core_transformer_config_from_args
+    layout, _ = fired("uneven-stages-overflow")
+    with warnings.catch_warnings(), verify._environment(layout):
+        warnings.simplefilter("ignore")
+        config = core_transformer_config_from_args(verify._validate(layout))
+    counts = [get_num_layers_to_build(config, pp_rank=r) for r in range(4)]
+    assert counts == [5, -1, -1, 5]
+    assert str(counts) in rules.RULES_BY_ID["uneven-stages-overflow"].stricter

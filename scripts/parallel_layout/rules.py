@@ -856,8 +856,10 @@ RULES = (
     _r("layers-divisible-by-pp", "error", ARGS, even_split),
     _r("uneven-stages", "error", TC, uneven_stages),
     _r("uneven-stages-overflow", "error", TC, uneven_negative,
-       stricter="TransformerConfig accepts first+last > num_layers when a middle stage count "
-                "divides the negative remainder; the model cannot be built"),
+       stricter="TransformerConfig accepts first+last > num_layers when the middle stage "
+                "count divides the negative remainder; get_num_layers_to_build then returns a "
+                "negative layer count for the middle stages (e.g. [5, -1, -1, 5] for 8 layers "
+                "on PP=4)"),
     _r("account-split-with-vpp", "error", TC, account_split),
     _r("vpp-layers-at-build", "error", BLOCK, vpp_even_build,
        late="when the model is built (get_num_layers_to_build)"),
