@@ -81,3 +81,19 @@ def test_recorded_agreement_numbers_are_stated():
     m = re.search(r"(\d+) layouts compared, Megatron rejected (\d+) and accepted (\d+), "
                   r"0 disagreements", TEXT)
     assert m and int(m.group(1)) == int(m.group(2)) + int(m.group(3))
+
+
+@pytest.mark.slow
+def test_cuda_device_max_connections_quotes_are_megatron_text():
+    """Every quoted message in the CUDA_DEVICE_MAX_CONNECTIONS decision rule is
+    in the installed source (string pieces joined across lines)."""
+    import inspect
+    import megatron.core.parallel_state as ps
+    import megatron.training.arguments as args_module
+    source = inspect.getsource(args_module) + inspect.getsource(ps)
+    flat = re.sub(r"['\"]\s*\\?\s*\n\s*f?['\"]", "", source)
+    bullet = TEXT.split("**`CUDA_DEVICE_MAX_CONNECTIONS`.**")[1].split("\n- ")[0]
+    quotes = re.findall(r'\("([^"]+)"\)', " ".join(bullet.split()))
+    assert len(quotes) >= 3
+    for quote in quotes:
+        assert quote in flat, quote
