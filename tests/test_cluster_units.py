@@ -470,3 +470,10 @@ def test_coordinator_names_a_rank_claimed_twice_and_builds_no_group():
     assert rdv.keys["plan/0"] == {"layout": False}  # no group is built
     assert "exactly once" in summary["layout"]["skipped"]
     assert "Ranks claimed by more than one process: rank 1" in cluster_render.render(summary)
+
+
+def test_invalid_layout_other_ranks_exit_0_silently():
+    # So that torchrun does not stop rank 0 before it prints (the job still exits 1).
+    res = _run(["--distributed", "--layout", "--tensor-model-parallel-size", "3"],
+               dict(ONE_RANK, RANK="2"))
+    assert res.returncode == 0 and res.stdout == ""

@@ -107,7 +107,9 @@ def add_arguments(parser) -> None:
         action="store_true",
         help="with --distributed: validate the Megatron-LM parallelism flags below against the "
         "world size, call parallel_state.initialize_model_parallel, run one all_reduce in every "
-        "group of every kind and report each group (ok and seconds, or the failed/hung ranks)",
+        "group of every kind and report each group (ok and seconds, or the failed/hung ranks). "
+        "An invalid layout is refused before torch is imported: rank 0 prints why and exits 1, "
+        "the other ranks exit 0 so that the launcher lets rank 0 finish",
     )
     try:
         from parallel_layout import flags
@@ -428,22 +430,28 @@ def _nodes(posts) -> List[dict]:
 
 
 def refuse_layout(info, args, layout_parts) -> int:
-    """Invalid layout: every rank stops before any store or group exists."""
+    """Invalid layout: every rank stops before any store or group exists.
+
+    Only rank 0 reports, and only it exits 1 (so the job's exit status is 1).
+    The others exit 0 at once: a launcher such as torchrun stops every rank as
+    soon as one exits non-zero, which could kill rank 0 before it printed.
+    """
     layout, result, init_kwargs = layout_parts
-    if info.rank == 0:
-        summary = {
-            "schema_version": SCHEMA_VERSION,
-            "mode": "distributed",
-            "launcher": info.launcher,
-            "world_size": info.world_size,
-            "ok": False,
-            "exit_code": 1,
-            "layout": dict(layout_summary(layout, result), refused="the layout is invalid for "
-                           f"world size {info.world_size}; no process group was built"),
-            # Evidence for the line above: without torch there is no process group.
-            "torch_imported": "torch" in sys.modules,
-        }
-        _emit(summary, args)
+    if info.rank != 0:
+        return 0
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "mode": "distributed",
+        "launcher": info.launcher,
+        "world_size": info.world_size,
+        "ok": False,
+        "exit_code": 1,
+        "layout": dict(layout_summary(layout, result), refused="the layout is invalid for "
+                       f"world size {info.world_size}; no process group was built"),
+        # Evidence for the line above: without torch there is no process group.
+        "torch_imported": "torch" in sys.modules,
+    }
+    _emit(summary, args)
     return 1
 
 
