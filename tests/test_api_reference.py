@@ -47,6 +47,13 @@ def test_closing_note_counts_are_the_extracted_counts():
     assert m and int(m.group(1)) == len(recipes)
 
 
+def test_closing_note_counts_the_version_notes():
+    import test_api_version_notes
+
+    m = re.search(r"- (\d+) version notes, re-derived", _closing_note())
+    assert m and int(m.group(1)) == len(test_api_version_notes.NOTES)
+
+
 def test_every_recipe_is_followed_by_its_output():
     fences = MD.fences
     for i, fence in enumerate(fences):
