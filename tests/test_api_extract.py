@@ -188,9 +188,16 @@ BAD = {
 }
 
 
+# Checks that need Megatron-LM's git mirror (names tagged with a version they are absent from).
+NEEDS_MIRROR = {"name:megatron.core.transformer.no_such_thing"}
+HAVE_MIRROR = rf._mirror() is not None
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fact_id,status", sorted(BAD.items()))
 def test_each_check_fails_on_a_wrong_fact(bad_results, fact_id, status):
+    if fact_id in NEEDS_MIRROR and not HAVE_MIRROR:
+        pytest.skip("no Megatron-LM git mirror (set MEGATRON_LM_MIRROR)")
     result = bad_results[fact_id]
     assert result["status"] == status, result
     assert result["detail"], "a failed check must say what the installation has instead"
@@ -212,6 +219,10 @@ def test_signature_mismatch_names_the_difference(bad_results):
 @pytest.mark.slow
 def test_good_fixture_holds():
     results = rf.check_facts(rf.extract_facts([DATA / "good.md"]))
+    if not HAVE_MIRROR:  # tagged names cannot be checked; they must say so, not pass
+        assert {r["id"] for r in results if r.get("mirror_missing")} == {
+            "name:megatron.core.transformer.moe.grouped_gemm_util", "name:megatron.core.transformer.hyper_connection"}
+        results = [r for r in results if not r.get("mirror_missing")]
     assert [r for r in results if r["status"] != "ok"] == []
 
 
