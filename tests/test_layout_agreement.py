@@ -74,6 +74,13 @@ def layouts(draw):
         argv += ["--group-query-attention", "--num-query-groups", groups]
     if experts:
         argv += ["--num-experts", experts, "--moe-ffn-hidden-size", draw(st.sampled_from([16, 24, 32]))]
+        freq = draw(st.sampled_from(["int", "int", "list"]))
+        if freq == "int":
+            argv += ["--moe-layer-freq", draw(st.integers(1, 3))]
+        else:
+            size = num_layers if clean or draw(st.booleans()) else draw(st.integers(1, 12))
+            bits = draw(st.lists(st.sampled_from([0, 1]), min_size=size, max_size=size))
+            argv += ["--moe-layer-freq", "[" + ",".join(map(str, bits)) + "]"]
     if draw(st.booleans()) or (clean and experts):
         argv += ["--disable-bias-linear"]
     if draw(st.booleans()):

@@ -65,6 +65,7 @@ TRIGGERS = {
                            "--num-virtual-stages-per-pipeline-rank 3",
     "moe-bias-needs-etp1": " --tensor-model-parallel-size 2 --num-experts 8",
     "moe-ffn-without-experts": " --moe-ffn-hidden-size 32",
+    "moe-layer-pattern-length": MOE + " --moe-layer-freq [1,0,1,0]",
     "interleaved-needs-pp": " --pipeline-model-parallel-size 2 "
                             "--num-virtual-stages-per-pipeline-rank 2 "
                             "--no-overlap-p2p-communication",

@@ -681,6 +681,18 @@ def moe_bias_etp(c):
             "add --disable-bias-linear, or use --expert-tensor-parallel-size 1")
 
 
+def moe_pattern_length(c):
+    L = c.L
+    freq = L.moe_layer_freq
+    if not c.experts or not isinstance(freq, list) or L.num_layers is None \
+            or len(freq) == L.num_layers:
+        return None
+    return (f"Invalid length of moe_layer_pattern: {len(freq)}, expected {L.num_layers}, "
+            f"current moe layer pattern: {freq}",
+            f"give --moe-layer-freq a list of exactly {L.num_layers} entries (0 dense, 1 MoE), "
+            "or an integer N for one MoE layer every N layers")
+
+
 def moe_ffn_without_experts(c):
     L = c.L
     if c.experts or L.moe_ffn_hidden_size is None:
@@ -865,6 +877,9 @@ RULES = (
        late="when the model is built (get_num_layers_to_build)"),
     _r("moe-bias-needs-etp1", "error", TC, moe_bias_etp),
     _r("moe-ffn-without-experts", "error", TC, moe_ffn_without_experts),
+    _r("moe-layer-pattern-length", "error",
+       "megatron/core/models/gpt/gpt_layer_specs.py get_gpt_decoder_block_spec",
+       moe_pattern_length, late="when the GPT layer specs are built"),
     _r("interleaved-needs-pp", "error", ARGS, vpp_needs_pp),
     _r("distributed-optimizer-instances", "error", PS, distopt_instances),
     _r("global-batch-divisible", "error", ARGS + "; " + CALC, global_batch),

@@ -27,7 +27,8 @@ import os
 import sys
 
 STAGES = ("validate_args", "TransformerConfig", "initialize_model_parallel",
-          "num_microbatches_calculator", "get_num_layers_to_build", "linear_layers",
+          "num_microbatches_calculator", "get_num_layers_to_build", "layer_specs",
+          "linear_layers",
           "interleaved_schedule", "sequence_parallel_split")
 
 # Largest linear layer (elements per rank) the oracle builds on CPU.
@@ -188,6 +189,24 @@ def _layers_to_build(config):
             get_num_layers_to_build(config, vp_stage=vp_stage if vpp else None, pp_rank=pp_rank)
 
 
+def _layer_specs(config):
+    """The GPT decoder block spec of the first pipeline rank
+    (core/models/gpt/gpt_layer_specs.py get_gpt_decoder_block_spec), which
+    expands --moe-layer-freq into the per-layer MoE pattern."""
+    if not config.num_moe_experts:
+        return
+    from unittest import mock
+    from megatron.core import parallel_state as ps
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
+    vpp = config.virtual_pipeline_model_parallel_size
+    # As seen from pipeline rank 0 (a layout asks parallel_state for its rank).
+    with mock.patch.object(ps, "get_pipeline_model_parallel_rank", lambda *a, **k: 0), \
+            mock.patch.object(ps, "get_virtual_pipeline_model_parallel_world_size",
+                              lambda *a, **k: vpp):
+        get_gpt_decoder_block_spec(config, use_transformer_engine=False,
+                                   vp_stage=0 if vpp else None, pp_rank=0)
+
+
 def _linear_layers(args, config):
     """Build the MLP's linear layers (ColumnParallelLinear fc1, RowParallelLinear
     fc2) with a TP-sized group, and the experts' with an ETP-sized group: their
@@ -284,10 +303,12 @@ def megatron_verdict(layout):
             stage = STAGES[4]
             _layers_to_build(config)
             stage = STAGES[5]
-            skipped = _linear_layers(args, config)
+            _layer_specs(config)
             stage = STAGES[6]
-            _interleaved_schedule(args, config)
+            skipped = _linear_layers(args, config)
             stage = STAGES[7]
+            _interleaved_schedule(args, config)
+            stage = STAGES[8]
             _sequence_parallel_split(args)
     except (AssertionError, ValueError, RuntimeError, ZeroDivisionError, TypeError,
             NotImplementedError, KeyError, SystemExit) as exc:
@@ -295,7 +316,7 @@ def megatron_verdict(layout):
         return {"accepted": False, "stage": stage, "error": message,
                 "exception": type(exc).__name__, "skipped": []}
     return {"accepted": True, "stage": None, "error": None, "exception": None,
-            "skipped": [STAGES[5]] if skipped else []}
+            "skipped": [STAGES[6]] if skipped else []}
 
 
 def verify(layout, result):
