@@ -69,14 +69,19 @@ def gib(n):
     return "n/a" if n is None else f"{n / (1 << 30):.2f} GiB"
 
 
+def show(value):
+    return "-" if value is None else value
+
+
 def text_report(layout, result, unknown, extra):
     d = result.derived
     lines = [
         f"Layout on {layout.world_size} GPUs ({d['nodes']} node(s) x {layout.gpus_per_node}): "
         f"TP={d['tensor_model_parallel_size']} PP={d['pipeline_model_parallel_size']} "
-        f"CP={d['context_parallel_size']} DP={d['data_parallel_size']} "
+        f"CP={d['context_parallel_size']} DP={show(d['data_parallel_size'])} "
         f"EP={d['expert_model_parallel_size']} ETP={d['expert_tensor_parallel_size']} "
-        f"EDP={d['expert_data_parallel_size']} VPP={d['virtual_pipeline_model_parallel_size']}",
+        f"EDP={show(d['expert_data_parallel_size'])} "
+        f"VPP={show(d['virtual_pipeline_model_parallel_size'])}",
         "VALID" if result.valid else f"INVALID: {len(result.violations)} violated rule(s)",
     ]
     for v in result.violations:
