@@ -118,22 +118,46 @@ def test_version_notes_cite_checked_sources():
         assert re.search(r"core_v0\.1[6-9]\.0|main|—", row.rsplit("|", 2)[-2]), row
 
 
+_NEEDS_CUDA = """
+import socket, traceback
+import torch
+from megatron.core import parallel_state
+from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+from megatron.core.models.gpt.gpt_model import GPTModel
+from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+from megatron.core.transformer.transformer_config import TransformerConfig
+
+assert not torch.cuda.is_available()
+try:
+    model_parallel_cuda_manual_seed(1234, tp_rank=0, ep_rank=0, etp_rank=0)
+except RuntimeError:
+    print("seed: RuntimeError")
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+parallel_state.initialize_model_parallel()
+config = TransformerConfig(num_layers=1, hidden_size=64, num_attention_heads=4, use_cpu_initialization=True)
+model = GPTModel(config=config, transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=128,
+                 max_sequence_length=32)
+tokens = torch.zeros(1, 8, dtype=torch.long)
+try:
+    model(tokens, torch.arange(8).unsqueeze(0), None)
+except RuntimeError:
+    frames = [f.filename.rsplit("/", 1)[-1] for f in traceback.extract_tb(__import__("sys").exc_info()[2])]
+    print("forward: RuntimeError in", "dot_product_attention.py" if "dot_product_attention.py" in frames else frames)
+parallel_state.destroy_model_parallel()
+torch.distributed.destroy_process_group()
+"""
+
+
 @pytest.mark.slow
-def test_model_parallel_cuda_manual_seed_needs_cuda():
-    """The reference says the seed function raises torch's RuntimeError without a GPU."""
+def test_what_the_reference_says_needs_cuda_fails_without_it():
+    """model_parallel_cuda_manual_seed and a forward pass (in DotProductAttention) need CUDA."""
     import os
     import subprocess
 
-    code = (
-        "import torch\n"
-        "from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed\n"
-        "assert not torch.cuda.is_available()\n"
-        "try:\n"
-        "    model_parallel_cuda_manual_seed(1234, tp_rank=0, ep_rank=0, etp_rank=0)\n"
-        "except RuntimeError:\n"
-        "    print('RuntimeError')\n"
-    )
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="ignore")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run([sys.executable, "-c", _NEEDS_CUDA], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip() == "RuntimeError"
+    assert proc.stdout.split("\n")[:2] == ["seed: RuntimeError", "forward: RuntimeError in dot_product_attention.py"]
