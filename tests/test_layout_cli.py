@@ -126,7 +126,9 @@ FLAG_NAMES = [f.option for f in flags.FLAGS + flags.WORLD_FLAGS] + [
 VALUES = st.one_of(
     st.integers(-3, 70).map(str), st.sampled_from(["0", "-1", "1.5", "", " ", "1e3", "nan",
                                                    "inf", "abc", "2**8", "E|tL", "Et*3|(tt|)*2L",
-                                                   "([1]*3+[0])*2", "[1,0", "9" * 30, "--json"]),
+                                                   "([1]*3+[0])*2", "[1,0", "9" * 30, "--json",
+                                                   "1000000000000", "(t*9999999)*9999999",
+                                                   "4" * 5000]),
     st.text(max_size=12))
 
 

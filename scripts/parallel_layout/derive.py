@@ -11,6 +11,11 @@ import math
 import re
 
 CHAR_TO_LAYER = {"E": "embedding", "L": "loss", "t": "decoder", "m": "mtp"}
+MAX_STAGE_CELLS = 1_000_000  # pp x vpp cells a stage table may hold
+
+
+class LayoutTooLong(ValueError):
+    """A layout string whose repetitions expand beyond any real model."""
 
 
 def etp(layout):
@@ -137,7 +142,7 @@ def unroll_layout(text):
         def repeat(match):
             count = int(match.group(2))
             if count * len(match.group(1)) > 10_000_000:
-                raise ValueError("layout too long")
+                raise LayoutTooLong("layout too long")
             return match.group(1) * count
         text = re.sub(pattern, repeat, text)
     stages = text.split("|")
@@ -188,6 +193,8 @@ def stage_table(layout):
     ``layers`` (matrix), ``mtp`` (matrix), ``embedding_rank``, ``loss_rank``."""
     pp = layout.pipeline_model_parallel_size
     vpp = virtual_pipeline_size(layout) or 1
+    if pp * vpp > MAX_STAGE_CELLS:
+        return None
     if layout.pipeline_model_parallel_layout is not None:
         return _stage_table_from_string(layout, pp, vpp)
     L = layout.num_layers

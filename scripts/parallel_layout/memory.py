@@ -23,8 +23,6 @@ module is more precise where Megatron's is not:
 
 from __future__ import annotations
 
-import functools
-
 from . import derive as D
 
 GIB = 1 << 30
@@ -62,20 +60,24 @@ def bytes_per_param(layout, shard_degree):
     return full
 
 
-def moe_pattern(layout):
-    """Which layers are MoE (theoretical_memory_usage / moe_layer_freq)."""
+def moe_count(layout, start, n):
+    """MoE layers among decoder layers [start, start+n) (moe_layer_freq: every
+    N-th layer from layer 0, or a 0/1 list), without materialising the pattern."""
+    if not D.num_experts(layout) or n <= 0:
+        return 0
     freq = layout.moe_layer_freq
-    return _pattern(layout.num_layers, bool(D.num_experts(layout)),
-                    freq if isinstance(freq, int) else tuple(freq))
-
-
-@functools.lru_cache(maxsize=64)
-def _pattern(n, has_experts, freq):
-    if not has_experts:
-        return (0,) * n
     if isinstance(freq, int):
-        return tuple(1 if i % freq == 0 else 0 for i in range(n))
-    return tuple(freq) + (0,) * max(0, n - len(freq))
+        return _multiples_below(start + n, freq) - _multiples_below(start, freq)
+    return sum(freq[start:start + n])
+
+
+def _multiples_below(end, step):
+    return (end + step - 1) // step if end > 0 else 0
+
+
+def moe_share(layout):
+    n = layout.num_layers
+    return moe_count(layout, 0, n) / n if n else 0.0
 
 
 def layer_params(layout):
@@ -110,7 +112,6 @@ def stage_params(layout):
         return None
     pp = layout.pipeline_model_parallel_size
     vpp = len(table["layers"][0])
-    pattern = moe_pattern(layout)
     dense, moe = layer_params(layout)
     h = layout.hidden_size
     norm = 1 if layout.normalization == "RMSNorm" else 2
@@ -120,13 +121,14 @@ def stage_params(layout):
     for v in range(vpp):
         for r in range(pp):
             n = table["layers"][r][v]
-            n_moe = sum(pattern[index:index + n])
+            n_moe = moe_count(layout, index, n)
             for k in range(3):
                 stages[r][k] += n_moe * moe[k] + (n - n_moe) * dense[k]
             index += n
             mtp = table["mtp"][r][v]
             if mtp:
-                kind = moe if pattern and pattern[-1] else dense
+                last = layout.num_layers - 1
+                kind = moe if moe_count(layout, last, 1) else dense
                 for k in range(3):
                     stages[r][k] += mtp * kind[k]
                 stages[r][0] += mtp * 2 * h * h  # eh_proj
@@ -201,11 +203,10 @@ def activation_bytes(layout):
     h = layout.hidden_size
     sp = D.sequence_parallel(layout)
     vocab = D.padded_vocab_size(layout) or 0
-    pattern = moe_pattern(layout)
-    moe_share = sum(pattern) / len(pattern) if pattern else 0
-    per_layer = ((1 - moe_share) * per_layer_activation(layout, s, b)
-                 + moe_share * per_layer_activation(layout, s, b, moe=True)
-                 if moe_share else per_layer_activation(layout, s, b))
+    share = moe_share(layout)
+    per_layer = ((1 - share) * per_layer_activation(layout, s, b)
+                 + share * per_layer_activation(layout, s, b, moe=True)
+                 if share else per_layer_activation(layout, s, b))
     full = D.recompute_granularity(layout) == "full"
     out = []
     for r in range(pp):

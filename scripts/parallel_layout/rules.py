@@ -104,6 +104,10 @@ def need(*values):
 # ---------------------------------------------------------------- helpers
 
 def divisors(n):
+    """Divisors of n, for fix suggestions (only 1 and n beyond 10**10: sizes that
+    large are typos, and trial division would take minutes)."""
+    if n > 10 ** 10:
+        return [1, n]
     small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
 
@@ -240,6 +244,9 @@ def layout_string(c):
         return None
     try:
         stages = D.unroll_layout(text)
+    except D.LayoutTooLong:
+        return ("the layout expands to more than 10,000,000 layers",
+                "write the layout with the real number of stages and layers")
     except ValueError as exc:
         ch = str(exc)
         return (f"Invalid layer character: {ch} (stage=..., layout_str=...), known layer "
