@@ -171,6 +171,10 @@ def run(argv):
     layout = layout_from_namespace(args)
     if args.plan_limit < 0:
         raise BadInput("--plan-limit must be >= 0")
+    if args.plan and None in (layout.num_layers, layout.hidden_size, layout.num_attention_heads,
+                              layout.seq_length):
+        raise BadInput("--plan needs the model: --num-layers --hidden-size "
+                       "--num-attention-heads --seq-length")
     from parallel_layout import rules
     result = rules.check(layout)
     extra = collect_extra(args, layout, result)

@@ -75,15 +75,20 @@ def _prune(layout, tp, pp, cp, ep, etp):
 
 
 def candidates(layout):
-    world = layout.world_size
+    L = layout
+    world = L.world_size
     divs = divisors(world)
-    experts = D.num_experts(layout)
+    experts = D.num_experts(L)
     ep_options = [e for e in divs if experts and experts % e == 0] if experts else [1]
-    for tp in divs:
-        for pp in divs:
+    # Per-axis filters first, so a world with many divisors stays fast.
+    tps = [t for t in divs if not L.num_attention_heads or L.num_attention_heads % t == 0]
+    pps = [p for p in divs if not L.num_layers or D.layers_for_split(L) % p == 0]
+    cps = [c for c in divs if c == 1 or not L.seq_length or L.seq_length % (2 * c) == 0]
+    for tp in tps:
+        for pp in pps:
             if world % (tp * pp):
                 continue
-            for cp in divs:
+            for cp in cps:
                 if world % (tp * pp * cp):
                     continue
                 etp_options = sorted({tp, 1}) if experts else [tp]
