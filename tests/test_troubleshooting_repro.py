@@ -611,6 +611,18 @@ def r_dep_inference_params():
     return warned(lambda: deprecate_inference_params(None, object()), contains="inference_params")
 
 
+def r_cfg_fp16_bf16():
+    return raised(lambda: tc(fp16=True, bf16=True))
+
+
+def r_cfg_full_recompute_no_method():
+    return raised(lambda: tc(recompute_granularity="full"))
+
+
+def r_cfg_full_recompute_no_layers():
+    return raised(lambda: tc(recompute_granularity="full", recompute_method="uniform"))
+
+
 def r_cfg_full_scope_default():
     return warned(tc, contains="full scope")
 
@@ -702,6 +714,28 @@ def g_dep_gptmodel():
     finally:
         logger.removeHandler(handler)
     return next((r for r in records if "DEPRECATED" in r), "<no log record>")
+
+
+def g_moe_topk_silent():
+    init_mp()
+    cfg = tc(num_moe_experts=4, moe_router_topk=8, add_bias_linear=False)
+    local_gpt(cfg, num_experts=4)
+    return (
+        f"accepted: TransformerConfig and GPTModel build with "
+        f"num_moe_experts={cfg.num_moe_experts} moe_router_topk={cfg.moe_router_topk}"
+    )
+
+
+def g_tp_more_groups_than_heads_silent():
+    init_mp()
+    cfg = tc(num_attention_heads=4, num_query_groups=8)
+    model = local_gpt(cfg)
+    qkv = model.decoder.layers[0].self_attention.linear_qkv.weight
+    return (
+        f"accepted: num_attention_heads={cfg.num_attention_heads} "
+        f"num_query_groups={cfg.num_query_groups} kv_channels={cfg.kv_channels} -> "
+        f"linear_qkv.weight {tuple(qkv.shape)}"
+    )
 
 
 # --------------------------------------------------------------------------- fresh repros
@@ -836,6 +870,11 @@ REPROS: dict[str, tuple[str, object]] = {
     "DEP-08": ("gloo", g_dep_gptmodel),
     "CFG-01": ("inproc", r_cfg_recompute_typo),
     "CFG-02": ("inproc", r_cfg_full_scope_default),
+    "CFG-03": ("inproc", r_cfg_fp16_bf16),
+    "CFG-04": ("inproc", r_cfg_full_recompute_no_method),
+    "CFG-05": ("inproc", r_cfg_full_recompute_no_layers),
+    "MOE-14": ("gloo", g_moe_topk_silent),
+    "TP-11": ("gloo", g_tp_more_groups_than_heads_silent),
 }
 
 # Fake packages put first on PYTHONPATH for fresh repros (folders under DATA).
