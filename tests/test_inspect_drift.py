@@ -20,7 +20,8 @@ OLD_PY = os.path.join(os.environ.get("OLD_VENV", os.path.join(ROOT, ".venv-0161"
 REFERENCES = os.path.join(ROOT, "references")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from inspector import probes, schema  # noqa: E402
+from inspector import probes  # noqa: E402
+import inspector_schema as schema  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from inspector import probes, schema  # noqa: E402
+from inspector import probes  # noqa: E402
+import inspector_schema as schema  # noqa: E402
 
 
 def load():

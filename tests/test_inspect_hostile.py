@@ -14,7 +14,8 @@ SCRIPT = os.path.join(ROOT, "scripts", "inspect_core_api.py")
 HOSTILE = os.path.join(ROOT, "tests", "fixtures", "hostile")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from inspector import probes, schema  # noqa: E402
+from inspector import probes  # noqa: E402
+import inspector_schema as schema  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SECRET = "hf_hostileSecretValue42"

@@ -17,7 +17,8 @@ SCRIPT = os.path.join(ROOT, "scripts", "inspect_core_api.py")
 DRIFT = os.path.join(ROOT, "tests", "fixtures", "hostile", "drift")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-from inspector import STATUSES, objects, probes, schema  # noqa: E402
+from inspector import STATUSES, objects, probes  # noqa: E402
+import inspector_schema as schema  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

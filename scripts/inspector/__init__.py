@@ -15,7 +15,7 @@ Modules
     gpus       GPU facts from ``nvidia-smi`` (argv list, timeout) or NVML (in a child)
     env        environment allow-list and secret redaction
     render     text form of the report
-    schema     the report's documented shape as data, and ``validate(report) -> [problems]``
+    (tests/inspector_schema.py holds the report's documented shape and ``validate(report)``)
 
 Children of a default run: one ``megatron`` child (torch's facts first, then megatron.core, its
 verdict flags and the object table; with ``--cuda`` torch gets a child of its own), one child

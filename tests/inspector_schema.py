@@ -1,4 +1,4 @@
-"""The report's documented shape, as data, and a checker (used by the tests; stdlib only)."""
+"""The report's documented shape, as data, and a checker (used by the tests; it lives here, not in scripts/, because only tests check it)."""
 from inspector import SCHEMA_VERSION, STATUSES
 
 TOP_KEYS = ("schema_version", "python", "platform", "torch", "gpus", "megatron_core", "kernels",
