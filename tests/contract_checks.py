@@ -376,13 +376,26 @@ def _shell_words(text: str) -> list[list[str]]:
     return out
 
 
+LAUNCHERS = {"torchrun", "srun", "mpirun", "uv", "exec"}
+
+
+def _is_launcher(word: str) -> bool:
+    base = word.rsplit("/", 1)[-1]
+    return base.startswith("python") or base in LAUNCHERS
+
+
+def _is_bundled_script(root: Path, word: str) -> bool:
+    rel = word.removeprefix("./")
+    return rel.startswith("scripts/") and rel.endswith(".py") and (root / rel).is_file()
+
+
 def _script_invocations(root: Path, words: list[str]) -> list[tuple[str, list[str]]]:
     """(script path, its arguments) for each bundled script the command line runs."""
     out = []
     for i, w in enumerate(words):
         script = None
-        if w.endswith(".py") and (root / w.lstrip("./")).is_file() and w.lstrip("./").startswith("scripts/"):
-            script, args = w.lstrip("./"), words[i + 1 :]
+        if _is_bundled_script(root, w) and (i == 0 or any(_is_launcher(x) for x in words[:i])):
+            script, args = w.removeprefix("./"), words[i + 1 :]
         elif w == "make" and i + 1 < len(words) and words[i + 1] in MAKE_TARGETS:
             script = MAKE_TARGETS[words[i + 1]]
             args = []

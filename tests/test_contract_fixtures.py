@@ -32,7 +32,7 @@ EXPECTED = {
     "toc": ["long.md: 133 lines and no table of contents", "partial.md: table of contents misses sections ['three']"],
     "budget": ["SKILL.md has 601 lines"],
     "python_fences": ["README.md:3: python fence does not parse"],
-    "command_flags": ["does not accept --bad", "does not accept --also-bad"],
+    "command_flags": ["does not accept --bad", "does not accept --also-bad", "does not accept --torchrun-bad"],
 }
 
 
