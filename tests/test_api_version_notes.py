@@ -1,30 +1,27 @@
-"""The version notes of references/api-reference.md, re-derived from Megatron-LM's git history.
+"""The version notes of references/api-reference.md, re-derived from Megatron-LM's history.
 
-Each note is one row of data: what must hold at the tag before the change and at the tag where
-the reference says it happened. The mirror is read with `git show <ref>:<file>` and `ast`; the
-tests skip when the mirror is absent (set MEGATRON_LM_MIRROR to use another clone).
+Each note is one row of data: what must hold at the release before the change and at the one
+where the reference says it happened. Files are read with tests/upstream_sources.py (the git
+mirror at $MEGATRON_LM_MIRROR when present, else the released megatron-core wheels from PyPI)
+and parsed with `ast`. Only notes about `main` (unreleased) need the mirror; without it they
+skip and name the note.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
-import os
-import subprocess
+import re
+import sys
 from pathlib import Path
 
 import pytest
 
-MIRROR = Path(os.environ.get("MEGATRON_LM_MIRROR", "/work/.mirror/NVIDIA+Megatron-LM/repo"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import upstream_sources as up  # noqa: E402
+
 DOC = Path(__file__).resolve().parent.parent / "references" / "api-reference.md"
-
-pytestmark = pytest.mark.skipif(not MIRROR.exists(), reason=f"no Megatron-LM git mirror at {MIRROR}")
-
-
-@functools.lru_cache(maxsize=None)
-def show(ref: str, path: str) -> str | None:
-    proc = subprocess.run(["git", "-C", str(MIRROR), "show", f"{ref}:{path}"], capture_output=True, text=True, timeout=60)
-    return proc.stdout if proc.returncode == 0 else None
+show = up.source_at
 
 
 def _node(ref: str, path: str, qualname: str):
@@ -146,7 +143,9 @@ NOTES = [
       for p in ("gtp_remat_rank", "egtp_remat_rank", "gtp_remat_world_size", "egtp_remat_world_size")],
     ("hyper_connection is new on main",
      file_added("megatron/core/transformer/hyper_connection.py", "core_v0.19.0", "main")),
-    *[(f"{qual} parameters unchanged from core_v0.16.0 to main", same_params((path, qual), REFS))
+    # Split at the last release so that the released part is checked without the mirror.
+    *[(f"{qual} parameters unchanged from {refs[0]} to {refs[-1]}", same_params((path, qual), refs))
+      for refs in (REFS[:4], REFS[3:])
       for path, qual in [
           ("megatron/core/transformer/transformer_block.py", "TransformerBlock.__init__"),
           ("megatron/core/hyper_comm_grid.py", "HyperCommGrid.__init__"),
@@ -159,11 +158,18 @@ NOTES = [
 
 @pytest.mark.parametrize("note,check", NOTES, ids=[n for n, _ in NOTES])
 def test_version_note_holds_in_git_history(note, check):
-    assert check(), f"not what Megatron-LM's history says: {note}"
+    try:
+        holds = check()
+    except up.Unavailable as exc:
+        pytest.skip(f"cannot check {note!r}: {exc}")
+    assert holds, f"not what Megatron-LM's history says: {note}"
 
 
 def test_the_reference_cites_the_mirror_commit():
-    head = subprocess.run(["git", "-C", str(MIRROR), "rev-parse", "main"], capture_output=True, text=True, timeout=60)
+    repo = up.mirror()
+    if repo is None:
+        pytest.skip("the cited main commit can only be compared with the git mirror (set MEGATRON_LM_MIRROR)")
+    head = up._git(repo, "rev-parse", "main")
     commit = head.stdout.strip() if head.returncode == 0 else ""
     text = DOC.read_text(encoding="utf-8")
     cited = text.split("main at commit `", 1)[1].split("`", 1)[0]
@@ -176,4 +182,52 @@ def test_the_checks_reject_wrong_notes():
     assert not removed(IMP, "create_all_gather_group", "core_v0.16.0", "core_v0.17.0")()
     assert not file_added("megatron/core/models/hybrid/hybrid_model.py", "core_v0.18.0", "core_v0.19.0")()
     assert not text_added(GPT[0], "GPTModel IS DEPRECATED", "core_v0.17.0", "core_v0.18.0")()
-    assert not same_params(IMP, REFS)()
+    assert not same_params(IMP, REFS[:4])()
+
+
+# -- the two sources agree ------------------------------------------------------------------------
+
+needs_mirror = pytest.mark.skipif(up.mirror() is None, reason="comparing wheel and git needs the mirror")
+AGREE_TAGS = ["core_v0.17.0", "core_v0.19.0"]  # wheels these notes download anyway
+
+
+@needs_mirror
+@pytest.mark.parametrize("tag", AGREE_TAGS)
+def test_wheel_ships_the_same_python_files_as_the_git_tag(tag):
+    """So that a file absent from a wheel is absent from the release (file_added/file_removed)."""
+    version = up.version_of(tag)
+    wheel = {f for f in up.wheel_files(version) if up._covered(version, f)}
+    packages = up._packages(version)
+    git = {f for f in up.mirror_files(up.mirror(), tag)
+           if f.endswith(".py") and "/".join(f.split("/")[:2]) in packages}
+    assert "megatron/core" in packages and len(wheel) > 300
+    assert wheel == git, f"only wheel: {sorted(wheel - git)[:5]}, only git: {sorted(git - wheel)[:5]}"
+
+
+@needs_mirror
+@pytest.mark.parametrize("tag", AGREE_TAGS)
+def test_wheel_and_git_tag_have_the_same_text(tag):
+    version = up.version_of(tag)
+    paths = sorted({obj[0] for obj in (GPT, MAMBA, IMP, FB, DDP, LAYER, MOE, SEED)}
+                   | {"megatron/core/process_groups_config.py"})
+    for path in paths:
+        assert up.wheel_source_at(version, path) == up.mirror_source_at(up.mirror(), tag, path), (tag, path)
+
+
+@needs_mirror
+def test_release_list_has_every_final_tag_of_the_mirror():
+    tags = up._git(up.mirror(), "tag", "-l", "core_v*").stdout.split()
+    final = {t.removeprefix("core_v") for t in tags if re.fullmatch(r"core_v\d+\.\d+\.\d+", t)}
+    assert {v for v in final if up._vtuple(v) >= (0, 15)} <= set(up.RELEASES)
+
+
+def test_main_without_the_mirror_is_unavailable_not_absent(monkeypatch):
+    monkeypatch.setenv("MEGATRON_LM_MIRROR", "/nonexistent")
+    with pytest.raises(up.Unavailable, match="git mirror"):
+        up.source_at("main", GPT[0])
+    with pytest.raises(up.UnknownVersion):
+        up.source_at("0.14.9", GPT[0])
+    with pytest.raises(up.Unavailable, match="does not ship"):
+        up.source_at("core_v0.17.0", "README.md")
+    assert up.describe("0.17.0") == "PyPI wheel megatron-core==0.17.0"
+    assert up.exists_at("0.17.0", GPT[0]) and not up.exists_at("0.17.0", "megatron/core/no_such_file.py")
