@@ -24,6 +24,8 @@ from parallel_layout import flags, rules, verify  # noqa: E402
 
 pytestmark = pytest.mark.slow
 EXAMPLES = int(os.environ.get("LAYOUT_AGREEMENT_EXAMPLES", "1000"))
+# Set LAYOUT_AGREEMENT_RANDOM=1 to explore new random layouts (CI runs the fixed sequence).
+DERANDOMIZE = not os.environ.get("LAYOUT_AGREEMENT_RANDOM")
 STATS = {"compared": 0, "megatron_rejected": 0, "disagreements": 0}
 
 
@@ -165,7 +167,7 @@ def recompute_flags(draw):
 def feature_flags(draw):
     out = []
     if draw(st.integers(0, 4)) == 0:
-        out += ["--mtp-num-layers", draw(st.integers(1, 2))]
+        out += ["--mtp-num-layers", draw(st.integers(0, 2))]
         out += ["--position-embedding-type", draw(st.sampled_from(["rope", "learned_absolute"]))]
     fsdp = draw(st.sampled_from(["none"] * 6 + ["megatron", "torch"]))
     if fsdp == "megatron":
@@ -212,7 +214,7 @@ def _bad_input(argv):
     return False
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=DERANDOMIZE, database=None,
           suppress_health_check=list(HealthCheck))
 @given(layouts())
 def test_accept_reject_agrees_with_megatron(argv):
@@ -229,7 +231,7 @@ def test_agreement_statistics_are_meaningful():
     assert STATS["compared"] >= min(EXAMPLES, 300) * 0.8
     assert 0.2 < STATS["megatron_rejected"] / STATS["compared"] < 0.95
     assert STATS["disagreements"] == 0
-    if EXAMPLES == 1000:  # the recorded run quoted in the reference (derandomized)
+    if EXAMPLES == 1000 and DERANDOMIZE:  # the recorded run quoted in the reference
         reference = open(os.path.join(ROOT, "references", "parallelism-reference.md")).read()
         assert (f"{STATS['compared']} layouts compared, Megatron rejected "
                 f"{STATS['megatron_rejected']} and accepted "

@@ -84,7 +84,7 @@ FLAGS = (
     Flag("--untie-embeddings-and-output-weights", "untie_embeddings_and_output_weights",
          "true", False),
     Flag("--normalization", "normalization", "choice", "LayerNorm", ("LayerNorm", "RMSNorm")),
-    Flag("--mtp-num-layers", "mtp_num_layers", "size", None),
+    Flag("--mtp-num-layers", "mtp_num_layers", "count", None),
     # MoE.
     Flag("--num-experts", "num_experts", "count", None),
     Flag("--moe-ffn-hidden-size", "moe_ffn_hidden_size", "size", None),

@@ -437,10 +437,16 @@ def account_split(c):
     if L.pipeline_model_parallel_layout is not None or L.decoder_first_pipeline_num_layers \
             is not None or L.decoder_last_pipeline_num_layers is not None:
         return None
-    if L.num_virtual_stages_per_pipeline_rank is None or c.vpp is None:
+    if L.num_virtual_stages_per_pipeline_rank is None:
         return None  # validate_args' own checks (even_split, layers_per_vp_stage_flag) apply
     total = D.layers_for_split(L)
     need(total)
+    if c.vpp is None:  # the flag resolved to VPP 1: validate_args skipped its split check
+        if total % c.pp == 0:
+            return None
+        return (f"number of middle layers: {total} must be divisible by middle "
+                f"pipeline_model_parallel_size {c.pp}",
+                f"use PP in {fmt_list(nearest(divisors(total), c.pp))}")
     if total % c.pp:
         return (f"num_layers: {total} after enableaccount_for_embedding_in_pipeline_split or "
                 f"account_for_loss_in_pipeline_split must be divisibleby "
@@ -460,7 +466,9 @@ def vpp_even_build(c):
     """Stricter: --num-virtual-stages-per-pipeline-rank with an even split is
     not checked by validate_args or TransformerConfig; the model build asserts."""
     L = c.L
-    if L.num_virtual_stages_per_pipeline_rank is None or c.vpp is None:
+    # validate_args skips its even-split check whenever this flag is given,
+    # even when it resolves to no interleaving (VPP 1).
+    if L.num_virtual_stages_per_pipeline_rank is None:
         return None
     if L.pipeline_model_parallel_layout is not None or L.account_for_embedding_in_pipeline_split \
             or L.account_for_loss_in_pipeline_split or L.decoder_first_pipeline_num_layers \
@@ -472,7 +480,7 @@ def vpp_even_build(c):
         return (f"num_layers={n} should be divisible by config.pipeline_model_parallel_size={c.pp}",
                 f"use PP in {fmt_list(nearest(divisors(n), c.pp))}")
     per_rank = n // c.pp
-    if per_rank % c.vpp:
+    if c.vpp is not None and c.pp > 1 and per_rank % c.vpp:
         return (f"num_layers_per_pipeline_rank {per_rank}             should be divisible by "
                 f"vp_size {c.vpp}",
                 f"use --num-virtual-stages-per-pipeline-rank in "
