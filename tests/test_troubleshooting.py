@@ -25,14 +25,17 @@ from __future__ import annotations
 
 import ast
 import functools
-import os
 import re
-import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import upstream_sources as up  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "references" / "troubleshooting.md"
@@ -151,9 +154,9 @@ def fixed_runs(message: str, source: str, min_words: int = 3) -> list[str]:
     return runs
 
 
-MIRROR = Path(os.environ.get("MEGATRON_LM_MIRROR", "/work/.mirror/NVIDIA+Megatron-LM/repo"))
-# Newest patch release of each minor line in the mirror (there is no core_v0.19.2 tag;
-# 0.19.2 itself is checked against the installed files).
+# Newest patch release of each minor line. Read through tests/upstream_sources.py: the git
+# mirror ($MEGATRON_LM_MIRROR) when present, else the megatron-core wheels from PyPI (which
+# ship megatron/training/ only from 0.17 on). 0.19.2 itself is checked against the installed files.
 RELEASES = {15: "core_v0.15.3", 16: "core_v0.16.1", 17: "core_v0.17.1", 18: "core_v0.18.2",
             19: "core_v0.19.0"}
 MIN_HISTORY_CHARS = 23  # shorter fixed text ("is not divisible by") proves nothing
@@ -162,11 +165,8 @@ HISTORY_RE = re.compile(r"since 0\.(\d+)")
 
 @functools.lru_cache(maxsize=None)
 def _source_at(tag: str, path: str) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(MIRROR), "show", f"{tag}:{path}"],
-        capture_output=True, text=True, timeout=60,
-    )
-    return _normalize_text(out.stdout) if out.returncode == 0 else ""
+    """Normalized text of path at tag, "" when absent; raises up.Unavailable when unknowable here."""
+    return _normalize_text(up.source_at(tag, path) or "")
 
 
 ENTRIES = load_entries() if DOC.exists() else []
@@ -260,23 +260,35 @@ def test_parser_sees_fields_of_a_sample():
 HISTORY_ENTRIES = [e for e in ENTRIES if HISTORY_RE.search(e.bullet("Text history"))]
 
 
-@pytest.mark.skipif(not MIRROR.is_dir(), reason="Megatron-LM git mirror not available")
 @pytest.mark.parametrize("entry", HISTORY_ENTRIES, ids=lambda e: e.id)
 def test_text_history_matches_the_git_mirror(entry):
-    """'since 0.N': the fixed text is in every release from 0.N to 0.19 and not in 0.(N-1)."""
+    """'since 0.N': the fixed text is in every release from 0.N to 0.19 and not in 0.(N-1).
+
+    Releases whose file cannot be read here (megatron/training/ of 0.15 and 0.16 without the
+    git mirror) are left out of the comparison, and the test then skips and names them."""
     since = int(HISTORY_RE.search(entry.bullet("Text history")).group(1))
     path = entry.raised_in
     runs = fixed_runs(entry.checked_text, _normalized_source(SITE / path))
     assert sum(map(len, runs)) >= MIN_HISTORY_CHARS, (
         f"{entry.id}: too little fixed text in the installed {path} to track: {runs}"
     )
+    unchecked = []
     for minor, tag in RELEASES.items():
-        src = _source_at(tag, path)
+        if minor < since - 1:
+            continue
+        try:
+            src = _source_at(tag, path)
+        except up.Unavailable as exc:
+            unchecked.append((tag, str(exc)))
+            continue
         present = all(r in src for r in runs)
         if minor >= since:
             assert present, f"{entry.id}: text not in {tag}:{path}"
-        elif minor == since - 1:
+        else:
             assert not present, f"{entry.id}: text already in {tag}:{path}"
+    if unchecked:
+        tags = ", ".join(t for t, _ in unchecked)
+        pytest.skip(f"{entry.id} 'since 0.{since}' holds in the other releases; not checked in {tags}: {unchecked[0][1]}")
 
 
 def test_every_megatron_message_has_a_text_history():
