@@ -37,7 +37,7 @@ def layouts(draw):
     clean = draw(st.booleans())
     tp = draw(st.sampled_from([1, 1, 2, 2, 3, 4, 8]))
     pp = draw(st.sampled_from([1, 1, 2, 3, 4]))
-    cp = draw(st.sampled_from([1, 1, 1, 2]))
+    cp = draw(st.sampled_from([1, 1, 1, 2, 4]))
     heads = tp * draw(st.integers(1, 3)) if clean else draw(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16]))
     kv = draw(st.sampled_from([4, 8]))
     hidden = heads * kv if clean or draw(st.booleans()) or heads == 1 else draw(st.integers(8, 96))
