@@ -24,8 +24,10 @@ scripts/inspector/cluster.py; do not rename):
   tp-dp-cp tp-pp ep etp edp tp-ep tp-ep-pp embedding position-embedding``,
   the same arithmetic as ``megatron.core.parallel_state.RankGenerator``
   (expert grid: etp/ep/edp are RankGenerator's tp/ep/dp tokens).
-- ``parallel_layout.memory.estimate(layout, derived) -> dict`` and
-  ``parallel_layout.plan.enumerate_layouts(layout) -> list``.
+- ``parallel_layout.memory.estimate(layout) -> dict | None``,
+  ``parallel_layout.plan.enumerate_layouts(layout) -> list`` and
+  ``parallel_layout.verify.megatron_verdict(layout) -> dict`` (imports
+  megatron; runs Megatron's own checks on the same flags).
 """
 
 SCHEMA_VERSION = 1

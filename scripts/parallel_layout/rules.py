@@ -2,12 +2,14 @@
 
 ``RULES`` holds one ``Rule`` per check: its id, kind (``error`` makes the
 layout invalid, ``warning`` does not), the Megatron source that enforces it,
-the versions it was checked against, whether the checker is deliberately
-stricter than Megatron's argument/config validation (``stricter``: why),
-and ``check(ctx)`` which returns ``None`` or ``(message, fix)``.  Messages
-reproduce Megatron's text, typos and missing spaces included, wherever
-Megatron has one; tests/test_layout_rules.py triggers the real check and
-compares.  ``check(layout)`` applies every rule and returns a ``Result``.
+the versions it was checked against, ``late`` (when Megatron only checks it
+after the job starts: model build, first step), ``stricter`` (why the
+checker rejects what Megatron lets through; such rules are left out of the
+agreement test), and ``check(ctx)`` which returns ``None`` or
+``(message, fix)``.  Messages reproduce Megatron's text, typos and missing
+spaces included, wherever Megatron has one; tests/test_layout_rules.py
+triggers the real check and compares.  ``check(layout)`` applies every rule
+and returns a ``Result``.
 """
 
 from __future__ import annotations
