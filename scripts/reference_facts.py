@@ -9,12 +9,14 @@ Public API (stable)
 ``extract_facts(paths) -> list[Fact]``
     Reads Markdown files and returns every checkable fact, deduplicated by ``(id, versions)``
     (``Fact.sources`` lists every ``path:line`` where it is stated; ``Fact.source`` is the first).
-``check_fact(fact) -> dict``
+``check_fact(fact, source_at=None) -> dict``
     ``{"id", "kind", "source", "versions", "status", "detail"}``; ``status`` is one of
     ``ok``, ``mismatch`` (the installation disagrees; ``detail`` says what it has instead),
     ``missing`` (the name does not resolve) or ``error`` (the check itself failed, e.g. the
-    git mirror is absent; ``mirror_missing`` is then True).
-``check_facts(facts) -> list[dict]``
+    upstream source cannot tell; ``mirror_missing`` is then True). ``source_at`` reads
+    Megatron-LM's files at a version for version-tagged names (default: the git mirror,
+    :func:`mirror_source`); see ``UpstreamSource``.
+``check_facts(facts, source_at=None) -> list[dict]``
     :func:`check_fact` for each fact; a broken fact never aborts the rest.
 ``installed_version() -> str | None``, ``render_stub(target) -> str`` (a signature stub for a
 live object, handy when writing a document), ``scan_markdown(text) -> Markdown`` (the
@@ -43,7 +45,8 @@ finds the same fences and code spans as markdown-it-py on every document of the 
     stated version (``core_vX.Y.*`` tags, newest patch; ``main`` = the mirror's main branch;
     ranges check both ends), and it must NOT resolve in the installed package unless the
     installed version is inside the tag. The mirror path comes from ``$MEGATRON_LM_MIRROR``
-    (default ``/work/.mirror/NVIDIA+Megatron-LM/repo``).
+    (default ``/work/.mirror/NVIDIA+Megatron-LM/repo``); a caller may pass another
+    ``source_at`` (the tests read released versions from PyPI wheels when there is no mirror).
     Bare identifiers: after a marker line ``<!-- names-in: megatron.core.parallel_state -->``,
     every code span of the next paragraph that is an identifier (optionally followed by ``()``)
     is the name ``<module>:<identifier>``.
@@ -88,6 +91,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib
 import inspect
 import os
@@ -95,14 +99,15 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 BUNDLE_VERSION = "0.19.2"
 DEFAULT_MIRROR = "/work/.mirror/NVIDIA+Megatron-LM/repo"
 
 __all__ = [
-    "BUNDLE_VERSION", "Fact", "Markdown", "check_fact", "check_facts", "extract_facts",
-    "installed_version", "render_stub", "scan_markdown", "version_in_spec",
+    "BUNDLE_VERSION", "Fact", "Markdown", "UpstreamSource", "check_fact", "check_facts",
+    "extract_facts", "installed_version", "mirror_source", "render_stub", "scan_markdown",
+    "version_in_spec",
 ]
 
 
@@ -549,6 +554,14 @@ def _resolve(target: str) -> Any:
     return obj
 
 
+# A reader of Megatron-LM's files: source_at(version, path) -> text, or None when the file does
+# not exist at that version. ``version`` is one item of a tag as written in the Markdown
+# ("0.16", "0.16.1", "main", "0.20 dev"; a minor line means its newest patch). It raises
+# LookupError when there is no such version, and any other exception when it cannot tell here
+# (no mirror, no network); the fact is then reported as an error, not as a mismatch.
+UpstreamSource = Callable[[str, str], "str | None"]
+
+
 def _mirror() -> Path | None:
     p = Path(os.environ.get("MEGATRON_LM_MIRROR", DEFAULT_MIRROR))
     return p if p.exists() else None
@@ -559,6 +572,7 @@ def _git(mirror: Path, *args: str) -> str | None:
     return r.stdout if r.returncode == 0 else None
 
 
+@functools.lru_cache(maxsize=None)
 def _ref_for(mirror: Path, version: str) -> str | None:
     if version.startswith("main") or version.endswith("dev"):
         return "main" if _git(mirror, "rev-parse", "--verify", "-q", "main") else "HEAD"
@@ -567,10 +581,20 @@ def _ref_for(mirror: Path, version: str) -> str | None:
     return sorted(exact, key=_vtuple)[-1] if exact else None
 
 
-def _module_file(mirror: Path, ref: str, module: str) -> str | None:
+def mirror_source(mirror: Path) -> UpstreamSource:
+    """The UpstreamSource of a Megatron-LM git clone (``core_vX.Y.Z`` tags, ``main``)."""
+    def source_at(version: str, path: str) -> str | None:
+        ref = _ref_for(mirror, version)
+        if ref is None:
+            raise LookupError(f"no tag for {version} in {mirror}")
+        return _git(mirror, "show", f"{ref}:{path}")
+    return source_at
+
+
+def _module_file(source_at: UpstreamSource, version: str, module: str) -> str | None:
     base = module.replace(".", "/")
     for path in (f"{base}.py", f"{base}/__init__.py"):
-        text = _git(mirror, "show", f"{ref}:{path}")
+        text = source_at(version, path)
         if text is not None:
             return text
     return None
@@ -596,7 +620,7 @@ def _defined_names(body: list[ast.stmt]) -> dict[str, ast.AST]:
     return names
 
 
-def _resolves_in_git(mirror: Path, ref: str, target: str) -> bool:
+def _resolves_upstream(source_at: UpstreamSource, version: str, target: str) -> bool:
     if ":" in target:
         module, attrs = target.split(":", 1)
         candidates = [(module, attrs.split("."))]
@@ -604,7 +628,7 @@ def _resolves_in_git(mirror: Path, ref: str, target: str) -> bool:
         parts = target.split(".")
         candidates = [(".".join(parts[:k]), parts[k:]) for k in range(len(parts), 0, -1)]
     for module, attrs in candidates:
-        text = _module_file(mirror, ref, module)
+        text = _module_file(source_at, version, module)
         if text is None:
             continue
         if not attrs:
@@ -613,7 +637,7 @@ def _resolves_in_git(mirror: Path, ref: str, target: str) -> bool:
             body = ast.parse(text).body
         except SyntaxError:
             return False
-        if _module_file(mirror, ref, f"{module}.{attrs[0]}") is not None:
+        if _module_file(source_at, version, f"{module}.{attrs[0]}") is not None:
             return True
         for a in attrs:
             node = _defined_names(body).get(a)
@@ -632,7 +656,7 @@ def _result(fact: Fact, status: str, detail: str = "", **extra: Any) -> dict:
             "status": status, "detail": detail, **extra}
 
 
-def _check_name(fact: Fact) -> dict:
+def _check_name(fact: Fact, source_at: UpstreamSource | None = None) -> dict:
     try:
         _resolve(fact.target)
         found, why = True, ""
@@ -646,19 +670,25 @@ def _check_name(fact: Fact) -> dict:
     if found:
         return _result(fact, "mismatch",
                        f"tagged ({fact.versions}) but it resolves in the installed {inst}")
-    mirror = _mirror()
-    if mirror is None:
-        return _result(fact, "error", "git mirror not found; set MEGATRON_LM_MIRROR", mirror_missing=True)
-    bad = []
+    if source_at is None:
+        mirror = _mirror()
+        if mirror is None:
+            return _result(fact, "error", "git mirror not found; set MEGATRON_LM_MIRROR", mirror_missing=True)
+        source_at = mirror_source(mirror)
+    bad, unknown = [], []
     for item in _spec_items(fact.versions):
         for v in item:
-            ref = _ref_for(mirror, v)
-            if ref is None:
-                bad.append(f"no tag for {v}")
-            elif not _resolves_in_git(mirror, ref, fact.target):
-                bad.append(f"not in {ref}")
+            try:
+                if not _resolves_upstream(source_at, v, fact.target):
+                    bad.append(f"not in {v}")
+            except LookupError as exc:
+                bad.append(str(exc))
+            except Exception as exc:  # noqa: BLE001 - the source cannot tell: not a mismatch
+                unknown.append(f"cannot check {v}: {exc}")
+    if unknown and not bad:
+        return _result(fact, "error", "; ".join(unknown), mirror_missing=True)
     return _result(fact, "mismatch" if bad else "ok",
-                   "; ".join(bad) or f"absent from installed {inst}, present in git at {fact.versions}")
+                   "; ".join(bad) or f"absent from installed {inst}, present upstream at {fact.versions}")
 
 
 # -- annotations ------------------------------------------------------------------------------
@@ -959,12 +989,14 @@ _CHECKERS = {
 }
 
 
-def check_fact(fact: Fact) -> dict:
+def check_fact(fact: Fact, source_at: UpstreamSource | None = None) -> dict:
     try:
+        if fact.kind == "name":
+            return _check_name(fact, source_at)
         return _CHECKERS[fact.kind](fact)
     except Exception as exc:  # noqa: BLE001 - one broken fact must not abort the others
         return _result(fact, "error", f"{type(exc).__name__}: {exc}")
 
 
-def check_facts(facts: Iterable[Fact]) -> list[dict]:
-    return [check_fact(f) for f in facts]
+def check_facts(facts: Iterable[Fact], source_at: UpstreamSource | None = None) -> list[dict]:
+    return [check_fact(f, source_at) for f in facts]

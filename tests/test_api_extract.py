@@ -17,6 +17,10 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import reference_facts as rf  # noqa: E402
 
+sys.path.insert(0, str(REPO / "tests"))
+
+import upstream_sources as up  # noqa: E402
+
 DATA = REPO / "tests" / "data" / "api"
 DOCS = [p for p in [REPO / "SKILL.md", *sorted((REPO / "references").glob("*.md"))] if p.is_file()]
 
@@ -165,7 +169,7 @@ def test_annotation_normalization_keeps_differences():
 @pytest.fixture(scope="module")
 def bad_results():
     facts = rf.extract_facts([DATA / "bad.md"])
-    return {r["id"]: r for r in rf.check_facts(facts)}
+    return {r["id"]: r for r in rf.check_facts(facts, source_at=up.source_at)}
 
 
 # Each wrong fact in tests/data/api/bad.md and the status its check must report.
@@ -188,17 +192,19 @@ BAD = {
 }
 
 
-# Checks that need Megatron-LM's git mirror (names tagged with a version they are absent from).
+# Tagged names are checked with tests/upstream_sources.py (released versions from PyPI wheels
+# when the git mirror is absent); only names tagged (main) need the mirror.
 NEEDS_MIRROR = {"name:megatron.core.transformer.no_such_thing"}
-HAVE_MIRROR = rf._mirror() is not None
+HAVE_MIRROR = up.mirror() is not None
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fact_id,status", sorted(BAD.items()))
 def test_each_check_fails_on_a_wrong_fact(bad_results, fact_id, status):
-    if fact_id in NEEDS_MIRROR and not HAVE_MIRROR:
-        pytest.skip("no Megatron-LM git mirror (set MEGATRON_LM_MIRROR)")
     result = bad_results[fact_id]
+    if fact_id in NEEDS_MIRROR and not HAVE_MIRROR:
+        assert result.get("mirror_missing"), result  # it must say it could not check, not pass
+        pytest.skip(f"{fact_id}: {result['detail']}")
     assert result["status"] == status, result
     assert result["detail"], "a failed check must say what the installation has instead"
 
@@ -218,10 +224,10 @@ def test_signature_mismatch_names_the_difference(bad_results):
 
 @pytest.mark.slow
 def test_good_fixture_holds():
-    results = rf.check_facts(rf.extract_facts([DATA / "good.md"]))
-    if not HAVE_MIRROR:  # tagged names cannot be checked; they must say so, not pass
+    results = rf.check_facts(rf.extract_facts([DATA / "good.md"]), source_at=up.source_at)
+    if not HAVE_MIRROR:  # names tagged (main) cannot be checked; they must say so, not pass
         assert {r["id"] for r in results if r.get("mirror_missing")} == {
-            "name:megatron.core.transformer.moe.grouped_gemm_util", "name:megatron.core.transformer.hyper_connection"}
+            "name:megatron.core.transformer.hyper_connection"}
         results = [r for r in results if not r.get("mirror_missing")]
     assert [r for r in results if r["status"] != "ok"] == []
 
@@ -244,3 +250,37 @@ def test_rendered_stubs_pass_their_own_check():
     for target in targets:
         fact = rf.Fact(f"signature:{target}", "signature", target, rf.render_stub(target), "rendered")
         assert rf.check_fact(fact)["status"] == "ok", target
+
+
+def _tagged(target: str, versions: str) -> rf.Fact:
+    return rf.Fact(f"name:{target}", "name", target, "", "test", versions)
+
+
+GROUPED = "megatron.core.transformer.moe.grouped_gemm_util"
+
+
+@pytest.mark.parametrize("versions,status,detail", [
+    ("0.16", "ok", "present upstream at 0.16"),
+    ("0.15-0.16", "ok", "present upstream at 0.15-0.16"),
+    ("0.16.0, 0.17", "mismatch", "not in 0.17"),  # removed in core_v0.17.0
+    ("0.14.9", "mismatch", "no megatron-core release 0.14.9"),
+])
+def test_tagged_names_are_checked_against_released_sources(versions, status, detail):
+    """With an injected source (here the wheels or the mirror), released tags are really checked."""
+    result = rf.check_fact(_tagged(GROUPED, versions), source_at=up.source_at)
+    assert (result["status"], detail in result["detail"]) == (status, True), result
+
+
+def test_an_unreadable_source_is_an_error_not_a_verdict():
+    def offline(version, path):
+        raise up.Unavailable("offline")
+
+    result = rf.check_fact(_tagged(GROUPED, "0.16"), source_at=offline)
+    assert result["status"] == "error" and result["mirror_missing"] and "offline" in result["detail"]
+
+    def gone(version, path):  # a contradiction at one version outweighs an unknown one
+        if version == "main":
+            raise up.Unavailable("no mirror")
+        return None
+
+    assert rf.check_fact(_tagged(GROUPED, "0.16, main"), source_at=gone)["status"] == "mismatch"

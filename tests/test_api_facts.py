@@ -29,16 +29,23 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import reference_facts as rf  # noqa: E402
 
+sys.path.insert(0, str(REPO / "tests"))
+
+import upstream_sources as up  # noqa: E402
+
 DOCS = [REPO / "SKILL.md", *sorted((REPO / "references").glob("*.md"))]
 FACTS = rf.extract_facts([p for p in DOCS if p.is_file()])
 OTHER_PYTHON = os.environ.get("API_FACTS_PYTHON")
 
+# Version-tagged names are checked against tests/upstream_sources.py (git mirror, else the
+# released wheels from PyPI); the child imports it from the tests directory.
 _CHILD = """
 import json, sys
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
 import reference_facts as rf
-facts = rf.extract_facts(sys.argv[2:])
-print(json.dumps({"version": rf.installed_version(), "results": rf.check_facts(facts)}))
+import upstream_sources as up
+facts = rf.extract_facts(sys.argv[3:])
+print(json.dumps({"version": rf.installed_version(), "results": rf.check_facts(facts, source_at=up.source_at)}))
 """
 
 
@@ -54,14 +61,15 @@ def checked(request):
     """(installed version, {(fact id, versions): result}) for every fact, checked once."""
     if OTHER_PYTHON:
         proc = subprocess.run(
-            [OTHER_PYTHON, "-c", _CHILD, str(REPO / "scripts"), *[str(p) for p in DOCS if p.is_file()]],
+            [OTHER_PYTHON, "-c", _CHILD, str(REPO / "scripts"), str(REPO / "tests"),
+             *[str(p) for p in DOCS if p.is_file()]],
             capture_output=True, text=True, timeout=600,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         data = json.loads(proc.stdout.strip().splitlines()[-1])
         version, results = data["version"], data["results"]
     else:
-        version, results = rf.installed_version(), rf.check_facts(FACTS)
+        version, results = rf.installed_version(), rf.check_facts(FACTS, source_at=up.source_at)
     by_key = {(r["id"], r["versions"]): r for r in results}
     yield version, by_key
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
