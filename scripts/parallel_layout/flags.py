@@ -217,11 +217,18 @@ def add_layout_arguments(parser, world: bool = True):
     """Add every understood Megatron-LM flag (and, if ``world``, --world-size,
     --nnodes, --nproc-per-node, --gpus-per-node, --gpu-memory-gib) to
     ``parser``.  Returns the parser."""
-    group = parser.add_argument_group("Megatron-LM flags (spelled as in megatron-core 0.19.2)")
+    group = parser.add_argument_group(
+        "Megatron-LM flags (spelled as in megatron-core 0.19.2)",
+        "Same spelling, meaning and defaults as Megatron-LM's own parser. Values are "
+        "positive integers (0 is also accepted for --num-experts, --mtp-num-layers and "
+        "the first/last pipeline stage sizes). Other Megatron-LM flags are accepted, "
+        "listed and ignored.")
     for flag in FLAGS:
         _add(group, flag)
     if world:
-        wgroup = parser.add_argument_group("cluster shape")
+        wgroup = parser.add_argument_group(
+            "cluster shape", "The checker's own flags: --world-size, or --nnodes with "
+            "--nproc-per-node (GPUs per node default to --nproc-per-node, else 8).")
         for flag in WORLD_FLAGS:
             _add(wgroup, flag)
     return parser
