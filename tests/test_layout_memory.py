@@ -7,6 +7,7 @@ ours is more precise (uneven stages), the per-stage split is checked
 against Megatron's get_num_layers_to_build."""
 
 import os
+import re
 import sys
 import warnings
 
@@ -159,3 +160,32 @@ def test_uneven_first_stage_is_the_most_loaded():
     assert mem["most_loaded_pp_rank"] == 0
     assert stages[0]["weight_and_optimizer_bytes"] > stages[1]["weight_and_optimizer_bytes"]
     assert [s["parameters_per_gpu"] > 0 for s in stages] == [True] * 4
+
+
+@pytest.mark.parametrize("split", [
+    "--pipeline-model-parallel-size 8",
+    "--pipeline-model-parallel-size 8 --decoder-first-pipeline-num-layers 6 "
+    "--decoder-last-pipeline-num-layers 8",
+    "--pipeline-model-parallel-size 4 --pipeline-model-parallel-layout "
+    "Et*19|t*20|t*20|t*21L",
+])
+def test_stage_parameters_add_up_to_megatrons_total(split):
+    """However the layers are split over stages, the per-stage parameter counts
+    sum to the model total that theoretical_memory_usage prints (verbose)."""
+    import contextlib
+    import io
+    from megatron.training.theoretical_memory_usage import compute_weight_and_optimizer_memory
+    argv = ("--world-size 64 --tensor-model-parallel-size 8 --num-layers 80 --hidden-size 8192 "
+            "--num-attention-heads 64 --group-query-attention --num-query-groups 8 "
+            "--ffn-hidden-size 28672 --swiglu --normalization RMSNorm --disable-bias-linear "
+            "--untie-embeddings-and-output-weights --position-embedding-type rope "
+            "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+            "--vocab-size 128256 --bf16 " + split).split()
+    layout, _ = flags.parse_layout(argv)
+    ours = sum(sum(stage) for stage in memory.stage_params(layout))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        compute_weight_and_optimizer_memory(megatron_args(layout), verbose=True)
+    total = float(re.search(r"Total number of parameters in billions:\s*([\d.]+)",
+                            out.getvalue()).group(1))
+    assert abs(ours / 1e9 - total) <= 0.005 + 1e-9, (ours, total)
