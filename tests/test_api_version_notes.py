@@ -231,3 +231,14 @@ def test_main_without_the_mirror_is_unavailable_not_absent(monkeypatch):
         up.source_at("core_v0.17.0", "README.md")
     assert up.describe("0.17.0") == "PyPI wheel megatron-core==0.17.0"
     assert up.exists_at("0.17.0", GPT[0]) and not up.exists_at("0.17.0", "megatron/core/no_such_file.py")
+
+
+def test_a_failed_download_is_unavailable(monkeypatch, tmp_path):
+    """No network (here: no index at all) makes the claim unverifiable, never absent."""
+    monkeypatch.setenv("MEGATRON_LM_MIRROR", "/nonexistent")
+    monkeypatch.setenv("MEGATRON_WHEEL_CACHE", str(tmp_path))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    with pytest.raises(up.Unavailable, match="pip download megatron-core==0.15.0 failed"):
+        up.source_at("0.15.0", GPT[0])
+    assert list(tmp_path.iterdir()) == []  # nothing half-written is left in the cache
