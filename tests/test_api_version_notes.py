@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import upstream_sources as up  # noqa: E402
 
 DOC = Path(__file__).resolve().parent.parent / "references" / "api-reference.md"
-show = up.source_at
+SITE = Path(sysconfig.get_paths()["purelib"])
+INSTALLED = "installed"  # the megatron-core these tests run against (0.19.2), read from site-packages
+
+
+def show(ref: str, path: str) -> str | None:
+    if ref == INSTALLED:
+        return (SITE / path).read_text(encoding="utf-8") if (SITE / path).is_file() else None
+    return up.source_at(ref, path)
 
 
 def _node(ref: str, path: str, qualname: str):
@@ -105,6 +113,8 @@ NOTES = [
      text_added(MAMBA[0], "MambaModel has been deprecated", "core_v0.17.0", "core_v0.18.0")),
     ("hybrid_override_pattern deprecated in core_v0.18.0",
      lambda: "hybrid_override_pattern has been deprecated" in show("core_v0.18.0", HYB[0])),
+    ("hybrid_attention_ratio and hybrid_mlp_ratio deprecated in core_v0.18.0",
+     lambda: "hybrid_attention_ratio and hybrid_mlp_ratio have been deprecated" in show("core_v0.18.0", HYB[0])),
     ("MambaModel gained hybrid_layer_pattern in core_v0.17.0", added(MAMBA, "hybrid_layer_pattern", "core_v0.16.0", "core_v0.17.0")),
     ("MambaModel gained vp_stage in core_v0.17.0", added(MAMBA, "vp_stage", "core_v0.16.0", "core_v0.17.0")),
     ("GPTModel logs GPTModel IS DEPRECATED from core_v0.19.0",
@@ -153,6 +163,12 @@ NOTES = [
           ("megatron/core/models/gpt/gpt_layer_specs.py", "get_gpt_decoder_block_spec"),
           ("megatron/core/models/gpt/gpt_layer_specs.py", "get_gpt_mtp_block_spec"),
       ]],
+    ("the installed 0.19.2 agrees with core_v0.19.0 on every signature noted here",
+     lambda: all(params("core_v0.19.0", *o) is not None and params("core_v0.19.0", *o) == params(INSTALLED, *o)
+                 for o in (GPT, HYB, MAMBA, IMP, RANKGEN, LOCAL_SPEC, FB, DDP, LAYER, MOE, SEED))),
+    ("the installed 0.19.2 agrees with core_v0.19.0 on ProcessGroupCollection's fields",
+     lambda: field_count(INSTALLED, "megatron/core/process_groups_config.py", "ProcessGroupCollection")
+     == field_count("core_v0.19.0", "megatron/core/process_groups_config.py", "ProcessGroupCollection") == 27),
 ]
 
 
@@ -183,6 +199,7 @@ def test_the_checks_reject_wrong_notes():
     assert not file_added("megatron/core/models/hybrid/hybrid_model.py", "core_v0.18.0", "core_v0.19.0")()
     assert not text_added(GPT[0], "GPTModel IS DEPRECATED", "core_v0.17.0", "core_v0.18.0")()
     assert not same_params(IMP, REFS[:4])()
+    assert not same_params(IMP, ["core_v0.18.0", INSTALLED])()  # the installed files are read too
 
 
 # -- the two sources agree ------------------------------------------------------------------------
