@@ -92,6 +92,7 @@ def test_hybrid_model_is_the_successor_and_its_package_exports_nothing():
     assert "The successor is `megatron.core.models.hybrid.hybrid_model.HybridModel`" in SKILL
     assert "to use `HybridModel`" in inspect.getsource(gpt_model)
     assert HybridModel.__name__ == "HybridModel"
+    assert "its package `megatron.core.models.hybrid` exports nothing" in SKILL
     assert not hasattr(hybrid_pkg, "HybridModel")
     with pytest.raises(ImportError):
         exec("from megatron.core.models.hybrid import HybridModel", {})
