@@ -69,10 +69,16 @@ def _require(text):
     return names
 
 
+# Written by hand: argparse's generated usage lists every layout flag and runs to 45 lines.
+USAGE = ("%(prog)s [--json] [--timeout SECONDS] [--cuda] [--object MODULE:ATTR ...]\n"
+         "       [--config-fields [FILTER]] [--tiny-model] [--check-references] [--require NAME[,NAME]]\n"
+         "   or: torchrun|srun ... %(prog)s --distributed [--json] [--layout --tensor-model-parallel-size N ...]")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
-        self.print_usage(sys.stderr)
-        sys.stderr.write("%s: error: %s\n" % (self.prog, message))
+        # One line, not argparse's usage dump: with the layout flags the usage runs to 45 lines.
+        sys.stderr.write("%s: error: %s (see --help)\n" % (self.prog, message))
         sys.exit(EXIT_USAGE)
 
 
@@ -91,7 +97,7 @@ def _load_cluster():
 
 
 def build_parser(cluster=None):
-    p = _Parser(prog="inspect_core_api.py", description=DESCRIPTION, epilog=EPILOG,
+    p = _Parser(prog="inspect_core_api.py", description=DESCRIPTION, epilog=EPILOG, usage=USAGE,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="print one JSON object (with schema_version) instead of text")
     p.add_argument("--timeout", type=_positive, default=None, metavar="SECONDS",
