@@ -109,3 +109,15 @@ def test_cuda_device_max_connections_rules_are_megatron_lms():
     assert ('"Using tensor model parallelism or context parallelism require setting the environment variable " \\\n'
             '                "CUDA_DEVICE_MAX_CONNECTIONS to 1"') in source
     assert "'FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset.'" in source
+
+
+@pytest.mark.parametrize("version,present", [("0.17.0", False), ("0.17.1", False), ("0.18.0", True), ("0.19.2", True)])
+def test_hybrid_model_first_shipped_in_0_18_0(version, present):
+    import upstream_sources
+
+    assert "`megatron.core.models.hybrid.hybrid_model.HybridModel` (first shipped in 0.18.0)" in SKILL
+    try:
+        found = upstream_sources.exists_at(version, "megatron/core/models/hybrid/hybrid_model.py")
+    except upstream_sources.Unavailable as exc:
+        pytest.skip(f"cannot read megatron-core {version}: {exc}")
+    assert found is present
