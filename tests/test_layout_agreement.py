@@ -9,8 +9,10 @@ makes later (model build on GPU, first training step); they are excluded
 from the comparison and documented in references/parallelism-reference.md.
 """
 
+import json
 import math
 import os
+import subprocess
 import sys
 import warnings
 
@@ -231,12 +233,32 @@ def test_agreement_statistics_are_meaningful():
     assert STATS["compared"] >= min(EXAMPLES, 300) * 0.8
     assert 0.2 < STATS["megatron_rejected"] / STATS["compared"] < 0.95
     assert STATS["disagreements"] == 0
-    if EXAMPLES == 1000 and DERANDOMIZE:  # the recorded run quoted in the reference
-        reference = open(os.path.join(ROOT, "references", "parallelism-reference.md")).read()
-        assert (f"{STATS['compared']} layouts compared, Megatron rejected "
-                f"{STATS['megatron_rejected']} and accepted "
-                f"{STATS['compared'] - STATS['megatron_rejected']}, 0 disagreements") \
-            in " ".join(reference.split())
+    if os.environ.get("LAYOUT_AGREEMENT_STATS"):  # the fresh-interpreter run below reads them
+        with open(os.environ["LAYOUT_AGREEMENT_STATS"], "w") as f:
+            json.dump(STATS, f)
+
+
+def test_the_recorded_run_in_the_reference_is_reproduced(tmp_path):
+    """The reference quotes the fixed 1000-example run. It is reproduced in a fresh interpreter:
+    inside a whole-suite run the same derandomized test has drawn a different mix (625 instead of
+    612 rejections after the cluster and inspector tests ran; cause not found), with 0
+    disagreements either way."""
+    if os.environ.get("LAYOUT_AGREEMENT_STATS"):
+        pytest.skip("this is the fresh-interpreter run itself")
+    if EXAMPLES != 1000 or not DERANDOMIZE:
+        pytest.skip("the reference records the default, derandomized 1000-example run")
+    stats_file = tmp_path / "stats.json"
+    env = dict(os.environ, LAYOUT_AGREEMENT_STATS=str(stats_file))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.abspath(__file__),
+         "-k", "agrees_with_megatron or statistics_are_meaningful"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    stats = json.loads(stats_file.read_text())
+    reference = open(os.path.join(ROOT, "references", "parallelism-reference.md")).read()
+    sentence = (f"{stats['compared']} layouts compared, Megatron rejected {stats['megatron_rejected']} "
+                f"and accepted {stats['compared'] - stats['megatron_rejected']}, 0 disagreements")
+    assert sentence in " ".join(reference.split())
 
 
 CASES = [
