@@ -67,3 +67,14 @@ STATUSES = (
     "missing",
     "error",
 )
+
+
+def dist_version(names):
+    """Version of the first installed distribution among ``names`` (metadata only, no import)."""
+    from importlib import metadata
+    for name in names:
+        try:
+            return metadata.version(name)
+        except Exception:  # a broken dist-info must not break a probe
+            continue
+    return None

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import traceback
 
+from inspector import dist_version
+
 _OUT = None
 _PREFIX = [""]  # facts of a sub-task run inside another task carry its prefix ("torch:")
 
@@ -57,16 +59,6 @@ def resolve(key):
 
 def is_mock(obj):
     return type(obj).__module__ == "unittest.mock"
-
-
-def dist_version(names):
-    from importlib import metadata
-    for name in names:
-        try:
-            return metadata.version(name)
-        except Exception:
-            continue
-    return None
 
 
 # ---------------------------------------------------------------- torch

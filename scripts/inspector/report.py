@@ -9,7 +9,7 @@ import platform
 import sys
 import time
 
-from inspector import SCHEMA_VERSION, env, gpus, objects, probes
+from inspector import SCHEMA_VERSION, dist_version, env, gpus, objects, probes
 from inspector.children import SCRIPTS_DIR, failure_reason, last_line, run_children
 
 DEFAULT_TIMEOUT = 90.0
@@ -39,16 +39,6 @@ def _top_level_found(module):
         return importlib.util.find_spec(module.split(".")[0]) is not None
     except (ImportError, ValueError):
         return True  # let the child find out why
-
-
-def dist_version(names):
-    from importlib import metadata
-    for name in names:
-        try:
-            return metadata.version(name)
-        except Exception:
-            continue
-    return None
 
 
 def _child_env(opts):
