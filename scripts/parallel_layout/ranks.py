@@ -95,16 +95,19 @@ def grids(tp, pp, cp, ep, etp, world_size):
     return dense, expert
 
 
+def layout_grids(layout):
+    """(dense, expert) axis sizes of a LayoutInput; ETP defaults to TP as in Megatron."""
+    tp = layout.tensor_model_parallel_size
+    etp = layout.expert_tensor_parallel_size or tp
+    return grids(tp, layout.pipeline_model_parallel_size, layout.context_parallel_size,
+                 layout.expert_model_parallel_size, etp, layout.world_size)
+
+
 def rank_groups(layout, order: str = DEFAULT_ORDER, names=None) -> dict:
     """``{group name: [[rank, ...], ...]}`` for a LayoutInput (or any object with
     the Megatron attribute names).  Requires a world that the sizes divide;
     call rules.check() first."""
-    tp = layout.tensor_model_parallel_size
-    pp = layout.pipeline_model_parallel_size
-    cp = layout.context_parallel_size
-    ep = layout.expert_model_parallel_size
-    etp = layout.expert_tensor_parallel_size or tp
-    dense, expert = grids(tp, pp, cp, ep, etp, layout.world_size)
+    dense, expert = layout_grids(layout)
     sizes = {"dense": dense, "expert": expert}
     out = {}
     for name in names or GROUPS:
@@ -118,12 +121,7 @@ def rank_groups(layout, order: str = DEFAULT_ORDER, names=None) -> dict:
 
 def rank_coordinates(layout, order: str = DEFAULT_ORDER) -> list:
     """Per global rank: dict of its index along each axis of both grids."""
-    tp = layout.tensor_model_parallel_size
-    pp = layout.pipeline_model_parallel_size
-    cp = layout.context_parallel_size
-    ep = layout.expert_model_parallel_size
-    etp = layout.expert_tensor_parallel_size or tp
-    dense, expert = grids(tp, pp, cp, ep, etp, layout.world_size)
+    dense, expert = layout_grids(layout)
     coords = []
     d_tokens = _full_order(order, dense)
     e_tokens = _full_order(order, expert)
