@@ -13,7 +13,6 @@ in rank 1's process for round 2); the production code has no hook for it.
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -22,10 +21,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PY = str(ROOT / ".venv" / "bin" / "python")
+PY = sys.executable
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from inspector import cluster_groups, cluster_render  # noqa: E402
+from procutil import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -59,12 +59,6 @@ os._exit(0)
 """
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env(rank, port):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLURM_", "TORCHELASTIC_")) and k not in ("RANK", "WORLD_SIZE")}
@@ -80,7 +74,7 @@ def _rounds(out):
 
 @pytest.fixture(scope="module")
 def two_rounds():
-    port = _free_port()
+    port = free_port()
     procs = [subprocess.Popen([PY, "-c", DRIVER, str(ROOT), str(TIMEOUT_S)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=_env(rank, port), start_new_session=True)

@@ -16,7 +16,6 @@ probe's children), so the runs are few and each carries several scenarios:
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,11 +23,13 @@ from pathlib import Path
 
 import pytest
 
+from procutil import free_port  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "inspect_core_api.py"
 LAYOUT_SCRIPT = ROOT / "scripts" / "check_parallel_layout.py"
-PY = str(ROOT / ".venv" / "bin" / "python")
-TORCHRUN = str(ROOT / ".venv" / "bin" / "torchrun")
+PY = sys.executable
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))  # the launcher of the same environment
 
 pytestmark = pytest.mark.slow
 
@@ -44,12 +45,6 @@ def _clean_env(**extra):
            if k not in drop and not k.startswith(("SLURM_", "TORCHELASTIC_"))}
     env.update(extra)
     return env
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _torchrun(args, timeout=RUN_LIMIT_S):
@@ -159,7 +154,7 @@ def slurm_run(tmp_path_factory):
     (fake / "__init__.py").write_text(
         f'__version__ = "{FAKE_VERSION}"\n\n\ndef causal_conv1d_fn(*args, **kwargs):\n'
         '    raise NotImplementedError("test double")\n')
-    port = _free_port()
+    port = free_port()
     args = [str(SCRIPT), "--distributed", "--json", "--dist-timeout", str(DIST_TIMEOUT)]
     procs, outs = [], []
     start = time.monotonic()

@@ -3,13 +3,13 @@
 import inspect
 import logging
 import os
-import socket
 import warnings
 from pathlib import Path
 
 import pytest
 
 import mdtools
+from procutil import free_port  # noqa: E402
 
 SKILL = (mdtools.REPO / "SKILL.md").read_text(encoding="utf-8")
 
@@ -49,18 +49,12 @@ def test_default_rank_order_puts_tp_ranks_together():
     assert gen.get_ranks("tp") == [[0, 1], [2, 3], [4, 5], [6, 7]]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def gloo_world_of_one():
     import torch.distributed as dist
     from megatron.core import parallel_state
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     dist.init_process_group("gloo", rank=0, world_size=1)
     parallel_state.initialize_model_parallel()
     yield

@@ -31,7 +31,6 @@ import io
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,8 @@ import warnings
 from pathlib import Path
 
 import pytest
+
+from procutil import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 THIS = Path(__file__).resolve()
@@ -953,12 +954,6 @@ def main(argv: list[str]) -> int:
 # --------------------------------------------------------------------------- pytest side
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env(extra_paths=()):
     env = dict(os.environ)
     env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
@@ -982,7 +977,7 @@ def _launch_all(tmp: Path) -> list[tuple[subprocess.Popen, Path | None, str]]:
         jobs.append((proc, out, label))
 
     start(["inproc", str(tmp / "inproc.json")], tmp / "inproc.json", "inproc")
-    port = _free_port()
+    port = free_port()
     start(["gloo", "0", "2", str(port), str(tmp / "gloo.json")], tmp / "gloo.json", "gloo0")
     start(["gloo", "1", "2", str(port), str(tmp / "unused.json")], None, "gloo1")
     # Fresh repros that need the same PYTHONPATH share one interpreter.
