@@ -80,7 +80,8 @@ def split_frontmatter(text: str) -> tuple[str | None, str, int]:
     return None, text, 0
 
 
-def _parser() -> MarkdownIt:
+def parser() -> MarkdownIt:
+    """The one markdown-it configuration every test reads Markdown with (CommonMark + GFM tables)."""
     return MarkdownIt("commonmark").enable("table").enable("strikethrough")
 
 
@@ -88,7 +89,7 @@ def _parser() -> MarkdownIt:
 def _tokens_cached(path: str, mtime: float):
     text = Path(path).read_text(encoding="utf-8")
     _, body, offset = split_frontmatter(text)
-    return _parser().parse(body), offset
+    return parser().parse(body), offset
 
 
 def tokens(path: Path):

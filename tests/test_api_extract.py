@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from markdown_it import MarkdownIt
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
@@ -19,28 +18,15 @@ import reference_facts as rf  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))
 
+import mdtools  # noqa: E402
 import upstream_sources as up  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "api"
 DOCS = [p for p in [REPO / "SKILL.md", *sorted((REPO / "references").glob("*.md"))] if p.is_file()]
 
 
-def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark").enable("table").enable("strikethrough")
-
-
-def _body_offset(text: str) -> int:
-    """Lines taken by YAML frontmatter, which is not Markdown (same rule as tests/mdtools.py)."""
-    lines = text.split("\n")
-    if lines and lines[0].strip() == "---":
-        for i in range(1, len(lines)):
-            if lines[i].strip() == "---":
-                return i + 1
-    return 0
-
-
 def _markdown_it(text: str):
-    tokens = _parser().parse(text)
+    tokens = mdtools.parser().parse(text)
     fences = [(t.map[0] + 1, t.info.strip(), t.content) for t in tokens if t.type == "fence"]
     spans = Counter(
         c.content for t in tokens if t.type == "inline" and t.children for c in t.children if c.type == "code_inline"
@@ -57,8 +43,7 @@ def _ours(text: str):
 @pytest.mark.parametrize("path", DOCS, ids=[p.name for p in DOCS])
 def test_scanner_matches_markdown_it_on_the_real_documents(path):
     text = path.read_text(encoding="utf-8")
-    offset = _body_offset(text)
-    body = "\n".join(text.split("\n")[offset:])
+    _, body, _ = mdtools.split_frontmatter(text)
     theirs_fences, theirs_spans = _markdown_it(body)
     ours_fences, ours_spans = _ours(body)
     assert ours_fences == theirs_fences

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from markdown_it import MarkdownIt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import mdtools  # noqa: E402
 import upstream_sources as up  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +88,7 @@ def _doc_text() -> str:
 
 def load_entries(text: str | None = None) -> list[Entry]:
     text = _doc_text() if text is None else text
-    tokens = MarkdownIt("commonmark").parse(text)
+    tokens = mdtools.parser().parse(text)
     lines = text.splitlines()
     entries: list[Entry] = []
     current: Entry | None = None
