@@ -1,5 +1,5 @@
-"""Every published training layout in ../shared/data/published_layouts.json
-(papers and Megatron's benchmarks, with sources) is judged valid, with the
+"""Every published training layout in tests/data/published_layouts.json (a copy of the
+project's shared data, kept in the repository so a plain clone runs it; papers and Megatron's benchmarks, with sources) is judged valid, with the
 published data-parallel size.  Entries leave some fields null (micro batch,
 VPP, query groups, ffn size: see each entry's notes); null means the flag is
 not passed, as a user who does not know it would do."""
@@ -16,8 +16,9 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from parallel_layout import flags, rules  # noqa: E402
 
-DATA = os.path.join(ROOT, "..", "shared", "data", "published_layouts.json")
-ENTRIES = json.load(open(DATA)) if os.path.exists(DATA) else []
+DATA = os.path.join(ROOT, "tests", "data", "published_layouts.json")
+with open(DATA) as fh:
+    ENTRIES = json.load(fh)
 
 OPTIONAL = (
     ("ffn_hidden_size", "--ffn-hidden-size"),
