@@ -33,7 +33,8 @@ class Release:
 
         For a class: how it is called (its __init__ without self; a dataclass's fields).
         "copied_from" is set where @copy_signature makes inspect show another function's parameters
-        (the function itself is then (*args, **kwargs)).
+        (the function itself is then (*args, **kwargs)), and for a method alias in a class body
+        ("step = step_legacy": the target method).
         """
         rec = self._raw["signatures"].get(obj_id)
         if rec is None:
