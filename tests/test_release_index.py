@@ -296,7 +296,7 @@ def test_derive_identical_body_rename_is_inferred():
     b["megatron/core/pkg/__init__.py"] = b["megatron/core/pkg/__init__.py"].replace("helper", "assist")
     ev = _events(SRC_A, b)
     assert ev["megatron.core.pkg.mod:helper"][0][1:] == [
-        "renamed", "renamed to megatron.core.pkg.mod:assist (inferred)", "megatron.core.pkg.mod:assist", 1]
+        "renamed", "renamed to megatron.core.pkg.mod:assist (inferred: identical body)", "megatron.core.pkg.mod:assist", 1]
 
 
 def test_derive_move_with_reexport_signature_default_flag_and_message_changes():
