@@ -16,6 +16,7 @@ a dataclass field ``...:TransformerConfig.num_layers``) or a flag (``--use-custo
 from __future__ import annotations
 
 from .data import DATA_DIR, SCHEMA  # noqa: F401
+from .derive import derive as derive_events  # noqa: F401 (re-derives events.json from the releases)
 from .release import Release, load  # noqa: F401
 from .names import all_events, catalog, events, find, releases_of, suggest  # noqa: F401
 from .messages import releases_with_message  # noqa: F401
