@@ -359,3 +359,14 @@ def test_releases_with_message():
     printed = "ValueError: num_attention_heads (7) must be a multiple of tensor_model_parallel_size (2)."
     assert ri.releases_with_message(printed) == ri.RELEASES
     assert ri.releases_with_message("no such message text in megatron at all") == ()
+
+
+def test_derive_star_reexport_is_a_move_not_inferred():
+    b = dict(SRC_A)
+    b["megatron/core/pkg/other.py"] = SRC_A["megatron/core/pkg/mod.py"]
+    b["megatron/core/pkg/mod.py"] = "from megatron.core.pkg.other import *  # noqa: F403\n"
+    rel = _compiled(b, "0.13.1")
+    assert rel["modules"]["megatron.core.pkg.mod"]["Old"] == ["import", "megatron.core.pkg.other:Old"]
+    ev = _events(SRC_A, b)
+    assert ev["megatron.core.pkg.mod:helper"][0][1:] == [
+        "moved", "moved to megatron.core.pkg.other:helper", "megatron.core.pkg.other:helper", 0]

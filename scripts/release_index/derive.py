@@ -250,9 +250,11 @@ def _pair(a: dict, b: dict, ca: dict, cb: dict, events: dict) -> None:
             successor_of[f] = (b_by_dest[fa[f]["dest"]][0], "renamed", "same dest")
         else:
             helps = [[None, None, r.get("help") or "", "", "", 0] for r in fb.values()]
-            succ = _flag_from_help(f, helps + msgs, set(fb) - set(fa)) or _flag_same_help(fa[f], fa, fb)
+            succ = _flag_from_help(f, helps + msgs, set(fb) - set(fa))
             if succ:
-                successor_of[f] = (succ, "renamed", "deprecation text or help text")
+                successor_of[f] = (succ, "renamed", "named by a deprecation message or help text")
+            elif _flag_same_help(fa[f], fa, fb):
+                successor_of[f] = (_flag_same_help(fa[f], fa, fb), "renamed", "near-identical help text")
     succeeded_by: dict[str, list[tuple[str, str]]] = {}
     for k, (s, c, _) in sorted(successor_of.items()):
         succeeded_by.setdefault(s, []).append((k, c))
