@@ -370,3 +370,18 @@ def test_derive_star_reexport_is_a_move_not_inferred():
     ev = _events(SRC_A, b)
     assert ev["megatron.core.pkg.mod:helper"][0][1:] == [
         "moved", "moved to megatron.core.pkg.other:helper", "megatron.core.pkg.other:helper", 0]
+
+
+def test_message_history_follows_a_reworded_check():
+    printed = "world_size (8) is not divisible by expert_tensor_model_pipeline_parallel size (3)"
+    runs = ri.message_history(printed)
+    assert [(r["versions"][0], r["versions"][-1]) for r in runs] == [("0.12.3", "0.13.1"), ("0.14.0", "0.19.2")]
+    assert runs[0]["text"].startswith("decoder world_size ({})") and runs[1]["text"].startswith("world_size ({})")
+    assert {(r["function"], r["exc"]) for r in runs} == {("initialize_model_parallel", "RuntimeError")}
+    assert ri.message_history("GPTModel IS DEPRECATED")[0]["versions"] == ["0.19.2"]
+    assert ri.message_history("no such message text in megatron at all") == []
+    import upstream_sources as up
+    if up.mirror() is not None:  # the same wordings, read from the tags themselves
+        for tag, old in (("core_v0.13.1", True), ("core_v0.14.0", False)):
+            src = up.source_at(tag, "megatron/core/parallel_state.py")
+            assert ("decoder world_size ({" in src) is old, tag
