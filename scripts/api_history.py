@@ -251,6 +251,8 @@ def main(argv: list[str] | None = None, out=None) -> int:
         args = build_parser().parse_args(_split_args(argv))
         if args.limit < 1:
             raise BadInput("--limit must be at least 1")
+        if args.name is not None and not args.name.strip():
+            raise BadInput("NAME is empty")
         if args.name is None and not args.diff:
             raise BadInput("give NAME, or --diff X.Y Z.W (see --help)")
         if args.under and (args.name or not args.diff):

@@ -85,7 +85,7 @@ def test_unknown_name_exits_1_with_suggestions():
 @pytest.mark.parametrize("args", [
     [], ["GPTModel", "--at", "0.11"], ["GPTModel", "--at", "latest"], ["--diff", "0.17", "0.15"],
     ["--diff", "0.15"], ["--diff", "0.15", "0.16", "--under"], ["GPTModel", "--under", "megatron"],
-    ["GPTModel", "--limit", "0"], ["--diff", "0.15", "0.15"]])
+    ["GPTModel", "--limit", "0"], ["--diff", "0.15", "0.15"], [""], ["GPTModel", "--bogus"]])
 def test_bad_input_exits_2_with_one_line(args):
     p = run(*args)
     assert p.returncode == 2, (args, p.stdout, p.stderr)
@@ -109,3 +109,9 @@ def test_name_with_diff_restricts_events():
     every = js("megatron.core.parallel_state:initialize_model_parallel")["events"]
     some = js("megatron.core.parallel_state:initialize_model_parallel", "--diff", "0.16", "0.18")["events"]
     assert some == [e for e in every if e["version"] in ("0.17.1", "0.18.2")] and some
+
+
+def test_missing_index_data_is_one_line_not_a_traceback(tmp_path):
+    p = subprocess.run([PY, str(SCRIPT), "GPTModel"], capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", "RELEASE_INDEX_DIR": str(tmp_path)})
+    assert p.returncode == 2 and "make index-releases" in p.stderr and len(p.stderr.splitlines()) == 1
