@@ -237,11 +237,32 @@ def run_diff(args, out) -> int:
         counts[r["change"]] = counts.get(r["change"], 0) + 1
     print(f"{len(rows)} events after {lo} up to {hi}" + (f" under {args.under}" if args.under else "")
           + (": " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) if counts else ""), file=out)
-    for r in rows[: args.limit]:
-        print(_fmt_event(r, r["name"]), file=out)
-    if len(rows) > args.limit:
-        print(f"  ... {len(rows) - args.limit} more (--under PREFIX, --limit N, --json)", file=out)
+    # Text view: what is added or removed inside a module or class added or removed in the same
+    # release is counted under it, not listed (--json lists every event).
+    whole = {(r["name"], r["version"], r["change"]) for r in rows if r["change"] in ("added", "removed")}
+    shown, inside = [], {}
+    for r in rows:
+        parent = next((p for p in _parents(r["name"]) if (p, r["version"], r["change"]) in whole), None)
+        if parent is None:
+            shown.append(r)
+        else:
+            inside[(parent, r["version"], r["change"])] = inside.get((parent, r["version"], r["change"]), 0) + 1
+    for r in shown[: args.limit]:
+        n = inside.get((r["name"], r["version"], r["change"]))
+        print(_fmt_event(r, r["name"]) + (f" (and {n} names inside)" if n else ""), file=out)
+    if len(shown) > args.limit:
+        print(f"  ... {len(shown) - args.limit} more (--under PREFIX, --limit N, --json)", file=out)
     return 0
+
+
+def _parents(key: str) -> list[str]:
+    """Enclosing keys, outermost first: module packages, the module, the class."""
+    mod, _, qual = key.partition(":")
+    parts = mod.split(".")
+    out = [".".join(parts[:i]) for i in range(2, len(parts) + (1 if qual else 0))]
+    if "." in qual:
+        out.append(f"{mod}:{qual.split('.')[0]}")
+    return out
 
 
 def main(argv: list[str] | None = None, out=None) -> int:
