@@ -24,7 +24,8 @@ class Release:
         """Public top-level names of a module: {name: {"kind", "target"}}; {} for an unknown module.
 
         kind is class, function, variable or import; target is "module:name" for an import (only
-        imports from megatron are kept) and for a variable bound to a class or function.
+        imports from megatron are kept; a dotted module for "import a.b as c") and for a variable
+        bound to a class or function.
         """
         return {n: {"kind": k, "target": t} for n, (k, t) in self._raw["modules"].get(module, {}).items()}
 
