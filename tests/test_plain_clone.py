@@ -44,6 +44,8 @@ ALLOWED = {
     ("tests/upstream_sources.py", MIRROR_DEFAULT):
         "default of $MEGATRON_LM_MIRROR; absent, mirror() is None and released versions come "
         "from the PyPI wheels (test_absent_mirror_degrades)",
+    ("tests/test_cp_features.py", "/work/.mirror/NVIDIA+TransformerEngine/repo"):
+        "default of $TRANSFORMER_ENGINE_MIRROR; absent, the TE checks skip and name the claim",
     ("tests/test_inspect_hostile.py", "~/.pyenv/versions/3.1[0-9]*/bin/python3.1[0-9]"):
         "looks for a Python without torch to run the inspector with; none found: skipped",
     ("tests/test_inspect_unit.py", "/root"): "a fake HOME given to the redaction code, not read",
