@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from inspector import cluster_groups, cluster_render  # noqa: E402
+from inspector.cluster import groups as cluster_groups, render as cluster_render  # noqa: E402
 from procutil import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow

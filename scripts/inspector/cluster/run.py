@@ -1,5 +1,4 @@
-"""Cluster mode's phases on each rank: ``main(args) -> int`` (see the package docstring).
-"""
+"""Cluster mode's phases on each rank: ``main(args) -> int`` (see the package docstring)."""
 from __future__ import annotations
 
 import contextlib
@@ -24,14 +23,12 @@ GRACE_S = 5.0
 _UNCLEAN: List[int] = []
 
 
-
 def _error(message: str) -> None:
     print(f"inspect_core_api.py: error: {message}", file=sys.stderr)
 
 
 def _say(info, message: str) -> None:
     print(f"[rank {info.rank}] {message}", file=sys.stderr, flush=True)
-
 
 
 # ---------------------------------------------------------------- local facts
@@ -137,7 +134,6 @@ def _groups_phase(rdv, info, args, layout_parts, timeout, collect=False):
         return record
     # Every rank is bounded by the same phase budget, started at about the same time.
     return rdv.collect("groups", range(info.world_size), Deadline(phase.left() + GRACE_S))
-
 
 
 def refuse_layout(info, args, layout_parts) -> int:
