@@ -39,8 +39,23 @@ def training_only_rules() -> list:
 # ------------------------------------------------------------------------------ probes (worker)
 
 def _r():
+    # The troubleshooting reproductions' general helpers: tc (a tiny TransformerConfig), raised
+    # and warned (what the user sees), local_gpt, init_mp, exc_text.
     import test_troubleshooting_repro as R
     return R
+
+
+class _GroupOfSize:
+    """Stands in for a process group of a given size, as seen from its rank 0."""
+
+    def __init__(self, size):
+        self._size = size
+
+    def size(self):
+        return self._size
+
+    def rank(self):
+        return 0
 
 
 def _accepted(obj, *names) -> str:
@@ -48,11 +63,15 @@ def _accepted(obj, *names) -> str:
 
 
 def p_hidden_heads():
-    return "nothing", _r().r_tp_kv_channels_silent()
+    cfg = _r().tc(hidden_size=100, num_attention_heads=3)
+    return "nothing", (f"accepted: hidden_size={cfg.hidden_size} num_attention_heads="
+                       f"{cfg.num_attention_heads} kv_channels={cfg.kv_channels} -> attention "
+                       f"width {cfg.kv_channels * cfg.num_attention_heads} != hidden_size")
 
 
 def p_ep_needs_experts():
-    return "another message", _r().r_moe_ep_without_experts()
+    R = _r()
+    return "another message", R.raised(lambda: R.tc(expert_model_parallel_size=2))
 
 
 def p_experts_ep():
@@ -61,12 +80,11 @@ def p_experts_ep():
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.process_groups_config import ProcessGroupCollection
     from megatron.core.transformer.spec_utils import build_module
-    from parallel_layout.verify import _FakeGroup
 
     R = _r()
     cfg = R.tc(num_moe_experts=3)
     pgs = ProcessGroupCollection.use_mpu_process_groups()
-    pgs.ep = _FakeGroup(2)
+    pgs.ep = _GroupOfSize(2)
     return "a later failure", R.raised(
         lambda: build_module(get_gpt_layer_local_spec(num_experts=3), config=cfg, pg_collection=pgs))
 
@@ -110,7 +128,12 @@ def p_layers_per_virtual_stage():
 
 
 def p_layers_pp():
-    return "a later failure", _r().r_pp_layers_core()
+    import torch
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+
+    R = _r()
+    cfg = R.tc(num_layers=5, pipeline_model_parallel_size=2, pipeline_dtype=torch.bfloat16)
+    return "a later failure", R.raised(lambda: get_num_layers_to_build(cfg, pp_rank=0))
 
 
 def p_interleaved_needs_pp():
@@ -174,7 +197,8 @@ def p_incomplete():
 
 
 def p_sp_without_tp():
-    return "another message", _r().r_tp_sp_without_tp()
+    R = _r()
+    return "another message", R.raised(lambda: R.tc(sequence_parallel=True))
 
 
 def p_query_groups_ignored():
@@ -280,9 +304,11 @@ PROBES = {
 
 
 def worker(out: str) -> None:
-    from parallel_layout.verify import _ensure_process_group
+    import torch.distributed as dist
+    from procutil import free_port
 
-    _ensure_process_group()  # a 1-rank gloo world
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
+                            world_size=1)
     R = _r()
     R.init_mp()
     results = {}
