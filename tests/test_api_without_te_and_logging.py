@@ -93,6 +93,13 @@ def test_logging_section_names_the_installed_loggers_and_warning_sites():
     assert f'logging.getLogger("{gpt_model.logger.name}")' in text
     assert "log_single_rank(\n            logger,\n            logging.WARNING," in \
         Path(gpt_model.__file__).read_text()
+    import inspect
+
+    from megatron.core._rank_utils import log_single_rank
+
+    assert gpt_model.log_single_rank is log_single_rank
+    assert inspect.signature(log_single_rank).parameters["rank"].default == 0
+    assert "written on rank 0 only" in text
     config_src = (CORE / "transformer" / "transformer_config.py").read_text()
     assert 'warnings.warn(\n                "full scope is deprecated. "' in config_src
     assert f"GPTModel logs to: {gpt_model.logger.name}" in recorded_output("Logging and warnings")
