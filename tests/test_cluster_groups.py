@@ -1,4 +1,4 @@
-"""The group smoke test of cluster mode (scripts/inspector/cluster_groups.py) in two real
+"""The group smoke test of cluster mode (scripts/inspector/cluster/groups.py) in two real
 processes, without the local probe, so that the hang path is tested on every run.
 
 One launch, two rounds in the same processes (imports are paid once):
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from inspector import cluster_groups, cluster_render  # noqa: E402
+from inspector.cluster import groups as cluster_groups, render as cluster_render  # noqa: E402
 from procutil import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -34,8 +34,8 @@ TIMEOUT_S = 4.0
 DRIVER = r"""
 import json, os, sys, time
 sys.path.insert(0, os.path.join(sys.argv[1], "scripts"))
-from inspector import cluster_env, cluster_groups
-from inspector.cluster_store import Deadline, Rendezvous
+from inspector.cluster import env as cluster_env, groups as cluster_groups
+from inspector.cluster.store import Deadline, Rendezvous
 
 info = cluster_env.from_environment()
 timeout = float(sys.argv[2])

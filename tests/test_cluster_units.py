@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "inspect_core_api.py"
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from inspector import cluster, cluster_diff, cluster_env, cluster_groups, cluster_render  # noqa: E402
+from inspector import cluster  # noqa: E402
+from inspector.cluster import diff as cluster_diff, env as cluster_env  # noqa: E402
+from inspector.cluster import groups as cluster_groups, render as cluster_render  # noqa: E402
 
 PY = sys.executable
 # The installed megatron package, located without importing it (that takes seconds).
@@ -333,7 +335,7 @@ def test_require_applies_on_every_rank():
 
 # ---------------------------------------------------------------- environment rules
 
-from inspector import cluster_env_rules  # noqa: E402
+from inspector.cluster import env_rules as cluster_env_rules  # noqa: E402
 
 ARGUMENTS_PY = MEGATRON / "training" / "arguments.py"
 

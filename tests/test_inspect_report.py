@@ -177,3 +177,18 @@ def test_megatron_vcs_suffix_is_explained_when_present(report):
         assert not core["source_checkout"] and "enclosing git repository" in core["note"]
     else:
         assert "note" not in core
+
+
+def test_text_mode_prints_the_signature_of_each_requested_object(independent):
+    # --help promises the signature of every --object; text mode prints it, not only --json.
+    args = [sys.executable, SCRIPT]
+    for key in EXTRA_OBJECTS:
+        args += ["--object", key]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    block = r.stdout.split("signatures (--object):\n", 1)[1].splitlines()[:len(EXTRA_OBJECTS)]
+    mlp = EXTRA_OBJECTS[0]
+    assert block[0] == "  " + mlp + independent["signatures"][mlp]
+    assert block[1] == "  megatron.core.no_such_module:X: missing, no signature: " \
+                       "ModuleNotFoundError: No module named 'megatron.core.no_such_module'"
+    assert block[2].startswith("  megatron.core.parallel_state:no_such_attr: missing, no signature: ")

@@ -27,6 +27,7 @@ import ast
 import functools
 import re
 import sys
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +40,7 @@ import upstream_sources as up  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "references" / "troubleshooting.md"
-SITE = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
+SITE = Path(sysconfig.get_paths()["purelib"])  # the running interpreter's, not a .venv in the checkout
 STATUSES = ("reproduced", "source-checked", "external")
 ID_RE = re.compile(r"^([A-Z]+-\d{2}) (.+)$")
 PLACEHOLDER = re.compile(r"<[^<>\n]*>")

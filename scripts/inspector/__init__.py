@@ -5,11 +5,15 @@ imports torch, megatron.core or an optional kernel runs in a child process (``ch
 with a timeout, so a broken or hanging package yields a status, never a crash or a hang.
 
 Modules
-    cli        argument parsing, ``--require``, exit codes (0 report, 1 requirement unmet, 2 bad input)
-    report     ``collect(options) -> dict``: the whole local report (the object ``--json`` prints)
+    cli        argument parsing, ``--require``, exit codes (0 report, 1 requirement unmet, 2 bad input);
+               hands ``--distributed`` over to ``cluster`` (which never imports cli)
+    report     ``collect(options) -> dict``: the whole local report (the object ``--json`` prints),
+               and ``unmet``, the ``--require`` check
     children   child-process runner: timeouts, process-group kill, concurrency, JSON-lines protocol
-    child      code that runs INSIDE a child (the only place torch/megatron are imported)
-    child_extra  child tasks used on request: NVML query, --tiny-model, --check-references
+    child/     package of code that runs INSIDE a child (where the local report imports torch,
+               megatron and kernels): its protocol, the default tasks, the tasks on request, dispatch
+    cluster/   package of cluster mode (``--distributed``): every rank probes, rank 0 compares;
+               its phases import torch (and megatron for ``--layout``) in the rank itself
     probes     the optional-kernel probe table (data) and Megatron's own verdict flags (data)
     objects    the default table of probed Megatron Core objects (data)
     gpus       GPU facts from ``nvidia-smi`` (argv list, timeout) or NVML (in a child)
@@ -36,7 +40,7 @@ Status vocabulary (``STATUSES``) used by every component entry (``torch``, ``gpu
                    attribute access that raised)
 Precision entries (``precision.fp8`` ...) use the same words plus ``not_checked`` (needs ``--cuda``).
 
-Hooks for cluster mode (``inspector/cluster.py``, owned separately; both hooks are stable):
+Hooks that cluster mode (the ``inspector/cluster/`` package) uses; both are stable:
 
 (a) ``inspector.report.collect(options=None) -> dict`` returns the full local report, exactly the
     dict ``--json`` prints.  ``options`` may be ``None`` (defaults), a ``dict`` or an

@@ -17,7 +17,7 @@ SCRIPTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # imports keep the environment's own bytecode setting.
 BOOTSTRAP = (
     "import sys; sys.path.insert(0, sys.argv.pop(1)); b = sys.dont_write_bytecode; "
-    "sys.dont_write_bytecode = True; from inspector import child, child_extra; "
+    "sys.dont_write_bytecode = True; from inspector import child; "
     "sys.dont_write_bytecode = b; child.main()"
 )
 STDERR_TAIL = 2000

@@ -1,10 +1,14 @@
-"""Command line: parsing, cluster hand-over, --require, exit codes."""
+"""Command line: parsing, hand-over to cluster mode (``inspector.cluster``), --require, exit codes.
+
+This module calls cluster mode (its ``add_arguments``, ``wants_cluster`` and ``main`` hooks); cluster
+mode never imports this module.  ``unmet`` (the --require check) lives in ``report`` so both use it.
+"""
 import argparse
 import json
 import sys
 
 from inspector import objects, probes
-from inspector.report import DEFAULT_TIMEOUT
+from inspector.report import DEFAULT_TIMEOUT, unmet  # unmet: kept importable from here
 
 EXIT_OK, EXIT_REQUIRE, EXIT_USAGE = 0, 1, 2
 REQUIRABLE = ("python", "torch", "gpus", "megatron_core") + tuple(probes.KERNELS)
@@ -107,7 +111,7 @@ def build_parser(cluster=None):
                    help="also ask torch (in a child) about CUDA devices, run a tiny matmul, and "
                         "ask Transformer Engine about FP8/MXFP8/NVFP4 support")
     p.add_argument("--object", dest="objects", action="append", type=_object_key, default=[],
-                   metavar="MODULE:ATTR", help="also report this object's signature (repeatable)")
+                   metavar="MODULE:ATTR", help="also report this object's signature, printed in text mode too (repeatable)")
     p.add_argument("--config-fields", nargs="?", const="", default=None, metavar="FILTER",
                    help="list TransformerConfig/ModelParallelConfig fields with types and "
                         "defaults (FILTER: case-insensitive substring of the field name)")
@@ -135,20 +139,6 @@ def _wants_cluster(cluster, args):
     return bool(getattr(args, "cluster", False))
 
 
-def unmet(report, names):
-    """Names whose entry is not available (gpus also needs count > 0)."""
-    missing = []
-    for name in names:
-        entry = report.get(name) if name in ("python", "torch", "gpus", "megatron_core") \
-            else report.get("kernels", {}).get(name)
-        ok = isinstance(entry, dict) and entry.get("status") == "available"
-        if name == "gpus":
-            ok = ok and entry.get("count", 0) > 0
-        if not ok:
-            missing.append((name, (entry or {}).get("status", "absent"), (entry or {}).get("reason")))
-    return missing
-
-
 def main(argv=None):
     cluster = _load_cluster()
     args = build_parser(cluster).parse_args(argv)
@@ -159,7 +149,7 @@ def main(argv=None):
     if args.json:
         sys.stdout.write(json.dumps(report, indent=1, sort_keys=False, default=repr) + "\n")
     else:
-        sys.stdout.write(render.render_text(report) + "\n")
+        sys.stdout.write(render.render_text(report, args.objects) + "\n")
     sys.stdout.flush()
     missing = unmet(report, args.require)
     for name, status, reason in missing:

@@ -1,5 +1,8 @@
 """The short text form of the report."""
 
+# Signatures of wide constructors (TransformerBlock, GPTModel) run to about 1,500 characters.
+SIGNATURE_LIMIT = 4000
+
 
 def _line(label, entry, extra=""):
     status = entry.get("status", "?")
@@ -75,7 +78,22 @@ def _object_lines(objs):
     return lines
 
 
-def render_text(report):
+def _requested_object_lines(objs, keys):
+    """One block per --object: its live signature (or why there is none), as --json carries it."""
+    lines = []
+    for key in dict.fromkeys(keys):
+        entry = objs.get(key, {})
+        if entry.get("signature"):
+            lines.append("  %s%s" % (key, _short(entry["signature"], SIGNATURE_LIMIT)))
+        else:
+            lines.append("  %s: %s, no signature%s" % (
+                key, entry.get("status", "not reported"),
+                (": " + _short(entry["reason"], 160)) if entry.get("reason") else ""))
+    return ["signatures (--object):"] + lines if lines else []
+
+
+def render_text(report, requested_objects=()):
+    """The report as text; ``requested_objects`` (the --object keys) get their signatures printed."""
     out = ["inspect_core_api (schema %s)" % report.get("schema_version")]
     py, plat = report.get("python", {}), report.get("platform", {})
     out.append("%-30s %s %s on %s" % ("python", py.get("implementation"), py.get("version"),
@@ -88,6 +106,7 @@ def render_text(report):
     if prec:
         out.append("precision: " + ", ".join("%s %s" % (k, v.get("status")) for k, v in prec.items()))
     out.extend(_object_lines(report.get("objects", {})))
+    out.extend(_requested_object_lines(report.get("objects", {}), requested_objects))
     out.extend(_optional_sections(report))
     env = report.get("env", {})
     out.append("env: " + (", ".join("%s=%s" % (k, _short(v, 60)) for k, v in env.items())

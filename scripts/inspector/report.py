@@ -1,4 +1,5 @@
-"""Assemble the local report: ``collect(options) -> dict`` (the object ``--json`` prints).
+"""Assemble the local report: ``collect(options) -> dict`` (the object ``--json`` prints), and
+``unmet(report, names)``, the ``--require`` check that the command line and cluster mode share.
 
 Independent children (torch, megatron, each installed kernel, the optional tasks) run
 concurrently, so the report costs about one import of megatron.core.
@@ -293,3 +294,17 @@ def collect(options=None):
                         "children_s": {k: v["seconds"] for k, v in results.items()},
                         "timeout_s": opts["timeout"]}
     return env.scrub_tree(report, env.secret_values())
+
+
+def unmet(report, names):
+    """Names whose entry is not available (gpus also needs count > 0)."""
+    missing = []
+    for name in names:
+        entry = report.get(name) if name in ("python", "torch", "gpus", "megatron_core") \
+            else report.get("kernels", {}).get(name)
+        ok = isinstance(entry, dict) and entry.get("status") == "available"
+        if name == "gpus":
+            ok = ok and entry.get("count", 0) > 0
+        if not ok:
+            missing.append((name, (entry or {}).get("status", "absent"), (entry or {}).get("reason")))
+    return missing

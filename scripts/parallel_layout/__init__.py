@@ -4,7 +4,7 @@ Standard library only (no torch, no megatron import), so a check runs in
 milliseconds.  Facts are for megatron-core 0.19.2; each rule names its source.
 
 Stable public API (shared by scripts/check_parallel_layout.py and
-scripts/inspector/cluster.py; do not rename):
+scripts/inspector/cluster/; do not rename):
 
 - ``parallel_layout.flags.add_layout_arguments(parser, world=True)`` adds
   every understood Megatron-LM flag, spelled and stored (dest) as

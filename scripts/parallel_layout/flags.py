@@ -6,7 +6,7 @@ megatron-core 0.19.2 (tests/test_layout_flags.py asks the real parser).
 Where Megatron accepts any int, the checker is stricter and rejects values
 that can never work (zero or negative sizes) as bad input.
 
-Public API (stable, shared with scripts/inspector/cluster.py):
+Public API (stable, shared with scripts/inspector/cluster/):
   add_layout_arguments(parser, world=True)  -> parser
   parse_layout(argv)                        -> (LayoutInput, unknown_flags)
   layout_from_namespace(ns)                 -> LayoutInput

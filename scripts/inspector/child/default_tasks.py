@@ -1,64 +1,14 @@
-"""Code that runs inside a child process (see children.py for the protocol).
-
-This is the only module that imports torch, megatron.core or optional kernels.  Every task
-catches everything it can and emits facts as it goes, so a crash or a hang half-way still leaves
-the facts gathered before it.
+"""The tasks of every default run: torch facts, megatron.core (version, verdict flags, the object
+table, config fields) and one optional kernel.  torch, megatron.core and the kernels are imported
+inside the tasks, in the child process only.
 """
 import importlib
-import json
 import os
-import subprocess
 import sys
-import traceback
+import subprocess
 
 from inspector import dist_version
-
-_OUT = None
-_PREFIX = [""]  # facts of a sub-task run inside another task carry its prefix ("torch:")
-
-
-def emit(key, value):
-    _OUT.write(json.dumps({"set": _PREFIX[0] + key, "value": value}, default=repr) + "\n")
-    _OUT.flush()
-
-
-def stage(text):
-    _OUT.write(json.dumps({"stage": text}) + "\n")
-    _OUT.flush()
-
-
-def describe(exc):
-    """'Type: message (in file:line)' on one line, bounded."""
-    msg = " ".join(str(exc).split())
-    text = "%s: %s" % (type(exc).__name__, msg) if msg else type(exc).__name__
-    frames = [f for f in (traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else [])
-              if not f.filename.startswith("<frozen") and f.filename != __file__]
-    if frames and not isinstance(exc, ModuleNotFoundError):  # "not found" has no useful place
-        text += " (raised in %s:%s)" % (frames[-1].filename, frames[-1].lineno)
-    return text[:600]
-
-
-def import_status(exc, wanted):
-    """Map an import exception to a status; a missing `wanted` module itself is not_installed."""
-    if isinstance(exc, ModuleNotFoundError) and exc.name:
-        parts = wanted.split(".")
-        prefixes = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
-        if exc.name in prefixes:
-            return "not_installed"
-    return "import_failed"
-
-
-def resolve(key):
-    """Import 'module:attr.sub' and return the object (raises what the import raises)."""
-    module_name, attr = key.split(":", 1)
-    obj = importlib.import_module(module_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def is_mock(obj):
-    return type(obj).__module__ == "unittest.mock"
+from inspector.child.protocol import _PREFIX, describe, emit, import_status, is_mock, resolve, stage
 
 
 # ---------------------------------------------------------------- torch
@@ -392,27 +342,4 @@ def _run_precision_check(candidates):
             % ", ".join(m + "." + f for m, f in candidates)}
 
 
-# ---------------------------------------------------------------- dispatch
 TASKS = {"torch": task_torch, "megatron": task_megatron, "kernel": task_kernel}
-
-
-def _register_optional():
-    from inspector import child_extra
-    TASKS.update(child_extra.TASKS)
-
-
-def main():
-    global _OUT
-    task, params = sys.argv[1], json.loads(sys.argv[2])
-    # Our JSON lines go to a private copy of fd 1; fd 1 itself then points at stderr, so prints
-    # from packages (and native libraries) cannot corrupt the protocol.
-    _OUT = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    try:
-        _register_optional()
-        TASKS[task](params)
-    except BaseException as exc:
-        emit("__error__", describe(exc))
-    finally:
-        _OUT.flush()

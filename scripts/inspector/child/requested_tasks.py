@@ -1,9 +1,10 @@
-"""Child tasks used only on request: NVML GPU query, --tiny-model, --check-references."""
+"""Child tasks run only on request: NVML GPU query (no nvidia-smi), --tiny-model (torch and
+megatron.core, imported inside the task), --check-references (scripts/reference_facts.py)."""
 import os
 import socket
 import sys
 
-from inspector.child import describe, emit, stage
+from inspector.child.protocol import describe, emit, stage
 
 
 # ---------------------------------------------------------------- NVML (no CUDA context)

@@ -5,8 +5,9 @@ step is guarded and time-boxed: a rank records what happened to it (group
 membership, ok/error/timeout/skipped, seconds) and never waits without a timeout.
 Rank 0 merges the per-rank records with ``merge``.
 
-torch and megatron are imported inside the functions: this module is
-imported by ``--help`` paths too.
+torch and megatron are imported inside the functions, so the module itself
+imports with the standard library only (rank 0's summary and the unit tests
+use ``merge`` and ``GROUP_KINDS`` without torch).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List
 
-from .cluster_diff import rank_ranges
+from .diff import rank_ranges
 
 
 def _ranks(ranks) -> str:
