@@ -7,6 +7,7 @@ as a user's machine would; facts it prints come from the release index (tests/te
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -113,5 +114,5 @@ def test_name_with_diff_restricts_events():
 
 def test_missing_index_data_is_one_line_not_a_traceback(tmp_path):
     p = subprocess.run([PY, str(SCRIPT), "GPTModel"], capture_output=True, text=True, timeout=60,
-                       env={"PATH": "/usr/bin:/bin", "RELEASE_INDEX_DIR": str(tmp_path)})
+                       env=dict(os.environ, RELEASE_INDEX_DIR=str(tmp_path)))
     assert p.returncode == 2 and "make index-releases" in p.stderr and len(p.stderr.splitlines()) == 1
