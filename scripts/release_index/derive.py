@@ -1,0 +1,379 @@
+"""Events between consecutive releases, derived from the compiled releases alone.
+
+Lives with the loader (not in dev/) so that a test can re-derive the shipped events from the
+shipped releases without the sources. Each event: [version, change, detail, successor, inferred],
+version being the first release with the new state.
+
+A name that disappears is, in this order (classes and functions; a method follows its class
+to the class's successor, or is renamed inside its class when its body is identical; a dataclass
+field moved, not inferred, when the class still has it through a base that now declares it):
+- moved/renamed, not inferred: its module still binds the name to a definition elsewhere
+  (an import or alias: ``from new import X``, ``Old = New``) — Megatron said so in code;
+- moved/renamed, inferred: a definition added in the same release has an identical body
+  (renamed when the name differs), or the same name is newly defined in exactly one other module,
+  or a deprecation message of either release names it next to exactly one newly added name,
+  or (a dataclass) exactly one new dataclass of its module has at least 80% of its fields;
+- removed otherwise.
+Flags: renamed (not inferred) when the old flag became an alias of a new one; inferred when a new
+flag has the old flag's dest, a deprecation help/message names it, or its help text is nearly the
+old one's. Bodies under a dozen ast nodes have no hash (dev/release_ast.py), so "pass" or
+"raise NotImplementedError" never make two definitions look identical.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+FLAG_HELP_SIMILAR = 0.85  # difflib ratio of help texts above which a new flag continues a removed one
+MSG_SIMILAR = 0.6  # difflib ratio above which a replaced message in one function counts as reworded
+FIELDS_CARRIED = 0.8  # share of a removed dataclass's fields a new one must have to be its successor
+
+
+def _catalog(rel: dict) -> dict[str, str]:
+    """{key: kind} of one compiled release."""
+    out = {}
+    for mod, names in rel["modules"].items():
+        out[mod] = "module"
+        is_pkg = True  # imports are kept only in packages (re-exports), see _keep_import
+        for n, (kind, target) in names.items():
+            key = f"{mod}:{n}"
+            if kind in ("class", "function"):
+                out[key] = kind
+            elif kind == "import" and _keep_import(rel, mod) and is_pkg:
+                out[key] = "import"
+            elif kind == "variable":
+                out[key] = "variable"
+    for key in rel["signatures"]:
+        if "." in key.split(":", 1)[1]:
+            out[key] = "method"
+    for cls, flds in rel["fields"].items():
+        for f in flds:
+            if f[6] == cls:
+                out[f"{cls}.{f[0]}"] = "field"
+    for flag in rel["flags"] or {}:
+        out[flag] = "flag"
+    return out
+
+
+def _keep_import(rel: dict, mod: str) -> bool:
+    """Re-exports matter in packages (their __init__), where users import from."""
+    return any(p.startswith(mod + ".") for p in rel["modules"])
+
+
+def _targets(rel: dict) -> dict[str, str]:
+    out = {}
+    for mod, names in rel["modules"].items():
+        for n, (kind, target) in names.items():
+            if kind in ("import", "variable") and target and ":" in target:
+                out[f"{mod}:{n}"] = target
+    return out
+
+
+def _resolve(targets: dict[str, str], key: str) -> str:
+    seen = set()
+    while key in targets and key not in seen:
+        seen.add(key)
+        key = targets[key]
+    return key
+
+
+def _params_detail(old: list, new: list) -> tuple[str | None, str | None]:
+    """(signature change detail, default change detail) between two param lists."""
+    on, nn = [p[0] for p in old], [p[0] for p in new]
+    sig = []
+    added = [n for n in nn if n not in on]
+    removed = [n for n in on if n not in nn]
+    if added:
+        sig.append("added " + ", ".join(added))
+    if removed:
+        sig.append("removed " + ", ".join(removed))
+    od, nd = {p[0]: p for p in old}, {p[0]: p for p in new}
+    kinds = [f"{n} {od[n][1]}->{nd[n][1]}" for n in nn if n in od and od[n][1] != nd[n][1]]
+    if kinds:
+        sig.append("kind " + ", ".join(kinds))
+    common_old = [n for n in on if n in nd]
+    common_new = [n for n in nn if n in od]
+    if common_old != common_new:
+        sig.append("reordered")
+    required = [n for n in nn if n in od and (od[n][2] is None) != (nd[n][2] is None)]
+    defaults = [f"{n}: {od[n][2]} -> {nd[n][2]}" for n in nn
+                if n in od and od[n][2] != nd[n][2] and n not in required]
+    if required:
+        sig.append("now " + ", ".join(f"{n} {'required' if nd[n][2] is None else 'optional'}"
+                                      for n in required))
+    return ("; ".join(sig) or None), ("; ".join(defaults) or None)
+
+
+# "use X instead", "replaced by X", "renamed to X", "in favor of X": X is the successor.
+_SUCCESSOR_IN_TEXT = re.compile(
+    r"(?:\buse|\breplaced (?:by|with)|\brenamed to|\bmoved to|\bin favou?r of|\bsuperseded by)\s+[`'\"]?([A-Za-z_][\w.]*)",
+    re.I)
+
+
+def _deprecation_successor(old_name: str, msgs: list[list], added_names: dict[str, list[str]]) -> str | None:
+    """The newly added key a deprecation message about old_name points to (unique), else None."""
+    found = set()
+    for kind, exc, text, *_ in msgs:
+        if text and re.search(rf"\b{re.escape(old_name)}\b", text) and re.search(r"deprecat|renamed|replaced", text, re.I):
+            for tok in _SUCCESSOR_IN_TEXT.findall(text):
+                tok = tok.rstrip(".").rsplit(".", 1)[-1]
+                if tok != old_name:
+                    found.update(added_names.get(tok, []))
+    return found.pop() if len(found) == 1 else None
+
+
+def _module_of(path: str) -> str:
+    mod = path[:-3].replace("/", ".")
+    return mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
+
+
+def derive(releases: list[dict]) -> dict:
+    """The events data: names (key -> [kind, release bitmask]), targets, bases, flag_aliases, events."""
+    names: dict[str, list] = {}
+    events: dict[str, list] = {}
+    targets: dict[str, str] = {}
+    bases: dict[str, list[str]] = {}
+    flag_aliases: dict[str, str] = {}
+    cats = [_catalog(r) for r in releases]
+    for i, (rel, cat) in enumerate(zip(releases, cats)):
+        for key, kind in cat.items():
+            entry = names.setdefault(key, [kind, 0])
+            entry[0] = kind  # the newest kind wins (a class that became an import is now an import)
+            entry[1] |= 1 << i
+        targets.update(_targets(rel))
+        for cls, flds in rel["fields"].items():
+            owners = []
+            for f in flds:
+                if f[6] != cls and f[6] not in owners:
+                    owners.append(f[6])
+            if owners:
+                bases[cls] = owners
+        for flag, rec in (rel["flags"] or {}).items():
+            for a in rec.get("aliases") or []:
+                if a.startswith("--"):
+                    flag_aliases[a] = flag
+    for i in range(1, len(releases)):
+        _pair(releases[i - 1], releases[i], cats[i - 1], cats[i], events)
+    return {"names": names, "targets": targets, "bases": bases, "flag_aliases": flag_aliases,
+            "events": events}
+
+
+def _emit(events, key, version, change, detail=None, successor=None, inferred=False):
+    events.setdefault(key, []).append([version, change, detail, successor, int(inferred)])
+
+
+def _pair(a: dict, b: dict, ca: dict, cb: dict, events: dict) -> None:
+    v = b["version"]
+    tb = _targets(b)
+    gone = [k for k in ca if k not in cb or (ca[k] in ("class", "function") and cb[k] in ("import", "variable"))]
+    new = [k for k in cb if k not in ca]
+    # indexes of what is new in b, for successor search
+    new_by_hash: dict[str, list[str]] = {}
+    new_by_name: dict[str, list[str]] = {}
+    for k in new:
+        if cb[k] in ("class", "function", "method"):
+            rec = b["signatures"].get(k)
+            if rec is not None:
+                new_by_hash.setdefault(rec[2], []).append(k)
+            new_by_name.setdefault(k.rsplit(":", 1)[-1].rsplit(".", 1)[-1], []).append(k)
+    msgs = a["messages"] + b["messages"]
+    successor_of: dict[str, tuple[str, str, str | None]] = {}  # key -> (successor, change, why inferred)
+    # Modules, then classes and functions, then methods (a method follows its class).
+    for k in gone:
+        if ca[k] == "module":
+            succ = _module_successor(a, b, k, new)
+            if succ:
+                successor_of[k] = (succ, "moved", "most public names carried over")
+    for k in gone:
+        kind = ca[k]
+        if kind not in ("class", "function"):
+            continue
+        name = k.rsplit(":", 1)[-1]
+        if k in tb:  # still bound in its module: an explicit alias or re-export
+            succ = _resolve(tb, k)
+            if succ != k and succ.split(":")[0].startswith("megatron"):
+                same = succ.rsplit(":", 1)[-1] == name
+                successor_of[k] = (succ, "moved" if same else "renamed", None)
+                continue
+        rec = a["signatures"].get(k)
+        hits = [h for h in new_by_hash.get(rec[2], []) if cb[h] == kind] if rec and rec[2] else []
+        if len(hits) == 1:
+            same = hits[0].rsplit(":", 1)[-1] == name
+            successor_of[k] = (hits[0], "moved" if same else "renamed", "identical body")
+            continue
+        same_name = [h for h in new_by_name.get(name, []) if cb[h] == kind]
+        if len(same_name) == 1:
+            successor_of[k] = (same_name[0], "moved", "same name, only new definition of it")
+            continue
+        succ = _deprecation_successor(name, msgs, {n: [h for h in hs if cb[h] == kind]
+                                                   for n, hs in new_by_name.items()})
+        if succ:
+            successor_of[k] = (succ, "renamed", "named by a deprecation message")
+            continue
+        succ = _fields_successor(a, b, k, [h for h in new if cb[h] == "class"])
+        if succ:
+            successor_of[k] = (succ, "renamed", "its dataclass fields carried over")
+    for k in gone:  # a field now declared by a base (or another class it inherits from)
+        if ca[k] != "field":
+            continue
+        cls, fname = k.rsplit(".", 1)
+        owner = next((f[6] for f in b["fields"].get(cls, []) if f[0] == fname), None)
+        if owner and owner != cls:
+            successor_of[k] = (f"{owner}.{fname}", "moved", None)
+    for k in gone:
+        if ca[k] != "method":
+            continue
+        cls, meth = k.rsplit(".", 1)
+        if cls in successor_of:
+            succ_cls, _, inferred = successor_of[cls]
+            if f"{succ_cls}.{meth}" in cb:
+                successor_of[k] = (f"{succ_cls}.{meth}", "moved", inferred)
+        elif cls in cb:  # the class stays: a method renamed inside it, if its body is identical
+            rec = a["signatures"].get(k)
+            hits = [h for h in new_by_hash.get(rec[2], []) if h.startswith(cls + ".")] if rec and rec[2] else []
+            if len(hits) == 1:
+                successor_of[k] = (hits[0], "renamed", "identical body")
+    # flags
+    fa, fb = a["flags"] or {}, b["flags"] or {}
+    b_alias = {al: f for f, r in fb.items() for al in (r.get("aliases") or [])}
+    b_by_dest: dict[str, list[str]] = {}
+    for f, r in fb.items():
+        if f not in fa:
+            b_by_dest.setdefault(r.get("dest") or "", []).append(f)
+    for f in fa:
+        if f in fb:
+            continue
+        if f in b_alias:
+            successor_of[f] = (b_alias[f], "renamed", None)
+        elif len(b_by_dest.get(fa[f].get("dest") or "", [])) == 1:
+            successor_of[f] = (b_by_dest[fa[f]["dest"]][0], "renamed", "same dest")
+        else:
+            helps = [[None, None, r.get("help") or "", "", "", 0] for r in fb.values()]
+            succ = _flag_from_help(f, helps + msgs, set(fb) - set(fa))
+            if succ:
+                successor_of[f] = (succ, "renamed", "named by a deprecation message or help text")
+            elif _flag_same_help(fa[f], fa, fb):
+                successor_of[f] = (_flag_same_help(fa[f], fa, fb), "renamed", "near-identical help text")
+    succeeded_by: dict[str, list[tuple[str, str]]] = {}
+    for k, (s, c, _) in sorted(successor_of.items()):
+        succeeded_by.setdefault(s, []).append((k, c))
+    for k in gone:
+        if k in successor_of:
+            s, change, inferred = successor_of[k]
+            _emit(events, k, v, change, f"{change} to {s}" + (f" (inferred: {inferred})" if inferred else ""), s,
+                  bool(inferred))
+        else:
+            _emit(events, k, v, "removed")
+    for k in new:
+        if k in succeeded_by:
+            _emit(events, k, v, "added", "; ".join(f"{c} from {old}" for old, c in succeeded_by[k]))
+        else:
+            _emit(events, k, v, "added")
+    # changed in place
+    for k, rec in b["signatures"].items():
+        old = a["signatures"].get(k)
+        if old is None or k not in ca or ca.get(k) in ("import", "variable"):
+            continue
+        sig, dflt = _params_detail(old[0], rec[0])
+        if sig:
+            _emit(events, k, v, "signature_changed", sig)
+        if dflt:
+            _emit(events, k, v, "default_changed", dflt)
+    for cls, flds in b["fields"].items():
+        old = {f[0]: f for f in a["fields"].get(cls, []) if f[6] == cls}
+        for f in flds:
+            o = old.get(f[0])
+            if f[6] != cls or o is None:
+                continue
+            key = f"{cls}.{f[0]}"
+            if o[2] != f[2]:
+                _emit(events, key, v, "default_changed", f"default: {o[2]} -> {f[2]}")
+            if (o[3], o[5]) != (f[3], f[5]):
+                _emit(events, key, v, "default_changed",
+                      f"__post_init__ sets: {_post_init_text(o)} -> {_post_init_text(f)}")
+            if o[1] != f[1]:
+                _emit(events, key, v, "signature_changed", f"type: {o[1]} -> {f[1]}")
+    for f, rec in fb.items():
+        o = fa.get(f)
+        if o is None:
+            continue
+        if o.get("default") != rec.get("default"):
+            _emit(events, f, v, "default_changed", f"default: {o.get('default')} -> {rec.get('default')}")
+        changed = [x for x in ("type", "action", "choices", "dest") if o.get(x) != rec.get(x)]
+        if changed:
+            _emit(events, f, v, "signature_changed",
+                  "; ".join(f"{x}: {o.get(x)} -> {rec.get(x)}" for x in changed))
+    _message_events(a, b, v, events)
+
+
+def _flag_from_help(flag: str, msgs: list[list], new_flags: set[str]) -> str | None:
+    found = set()
+    for m in msgs:
+        text = m[2] or ""
+        if flag in text and re.search(r"deprecat|renamed|replaced|instead", text, re.I):
+            found.update(t for t in re.findall(r"--[a-z0-9][a-z0-9-]*", text) if t in new_flags)
+    return found.pop() if len(found) == 1 else None
+
+
+def _post_init_text(f: list) -> str:
+    if f[3] is not None:
+        return f[3]
+    return "one of " + " | ".join(f[5]) if f[5] else "no literal"
+
+
+def _fields_successor(a: dict, b: dict, key: str, new_classes: list[str]) -> str | None:
+    """The one new dataclass of the same module that has (nearly) all the old one's fields."""
+    old = {f[0] for f in a["fields"].get(key, [])}
+    if len(old) < 3:
+        return None
+    mod = key.split(":", 1)[0]
+    hits = [c for c in new_classes if c.split(":", 1)[0] == mod and
+            len(old & {f[0] for f in b["fields"].get(c, [])}) >= FIELDS_CARRIED * len(old)]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _flag_same_help(rec: dict, fa: dict, fb: dict) -> str | None:
+    """The one new flag whose help text is nearly the old flag's (a rename that kept the help)."""
+    old = " ".join((rec.get("help") or "").split())
+    if len(old) < 20:
+        return None
+    hits = [f for f, r in fb.items() if f not in fa and
+            difflib.SequenceMatcher(None, old, " ".join((r.get("help") or "").split())).ratio() >= FLAG_HELP_SIMILAR]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _module_successor(a: dict, b: dict, mod: str, new: list[str]) -> str | None:
+    """A new module with the same last name whose public names mostly match."""
+    old = set(a["modules"][mod])
+    last = mod.rsplit(".", 1)[-1]
+    cands = []
+    for k in new:
+        if ":" in k or k.startswith("--") or k.rsplit(".", 1)[-1] != last:
+            continue
+        names = set(b["modules"].get(k, {}))
+        if old and len(old & names) >= 0.6 * len(old):
+            cands.append(k)
+    return cands[0] if len(cands) == 1 else None
+
+
+def _message_events(a: dict, b: dict, v: str, events: dict) -> None:
+    """A message replaced by a similar one in the same function (same kind) was reworded."""
+    def group(rel):
+        g: dict[tuple, list] = {}
+        for kind, exc, text, path, fn, line in rel["messages"]:
+            g.setdefault((path, fn, kind), []).append(text)
+        return g
+    ga, gb = group(a), group(b)
+    for key in sorted(set(ga) & set(gb)):
+        olds = [t for t in ga[key] if t not in gb[key]]
+        news = [t for t in gb[key] if t not in ga[key]]
+        for o in olds:
+            if not news:
+                break
+            best = max(news, key=lambda n: difflib.SequenceMatcher(None, o, n).ratio())
+            if difflib.SequenceMatcher(None, o, best).ratio() >= MSG_SIMILAR:
+                news.remove(best)
+                path, fn, kind = key
+                _emit(events, f"{_module_of(path)}:{fn}", v, "message_changed",
+                      f"{kind}: {o!r} -> {best!r}")
