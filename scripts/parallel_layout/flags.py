@@ -22,7 +22,8 @@ from typing import NamedTuple, Optional
 from .errors import BadInput
 
 # kind: "size" (int >= 1), "count" (int >= 0), "true"/"false" (store_true /
-# store_false), "choice", "str", "freq" (int or Python list literal of 0/1).
+# store_false), "choice", "enum" (a choice Megatron stores as an enum member
+# of that name), "float" (>= 0), "str", "freq" (int or Python list literal of 0/1).
 class Flag(NamedTuple):
     option: str
     dest: str
@@ -102,6 +103,21 @@ FLAGS = (
     Flag("--recompute-method", "recompute_method", "choice", None, ("uniform", "block")),
     Flag("--recompute-num-layers", "recompute_num_layers", "size", None),
     Flag("--recompute-activations", "recompute_activations", "true", False),
+    # Activation memory (parallel_layout.activations).
+    Flag("--attention-backend", "attention_backend", "enum", "auto",
+         ("flash", "fused", "unfused", "local", "auto"),
+         help="flash/fused/auto keep no s x s scores; unfused/local do"),
+    Flag("--transformer-impl", "transformer_impl", "choice", "transformer_engine",
+         ("local", "transformer_engine", "inference_optimized")),
+    Flag("--attention-dropout", "attention_dropout", "float", 0.1),
+    Flag("--hidden-dropout", "hidden_dropout", "float", 0.1),
+    Flag("--attention-softmax-in-fp32", "attention_softmax_in_fp32", "true", False),
+    Flag("--multi-latent-attention", "multi_latent_attention", "true", False),
+    Flag("--qk-head-dim", "qk_head_dim", "size", 128),
+    Flag("--qk-pos-emb-head-dim", "qk_pos_emb_head_dim", "count", 64),
+    Flag("--v-head-dim", "v_head_dim", "size", 128),
+    Flag("--q-lora-rank", "q_lora_rank", "size", None),
+    Flag("--kv-lora-rank", "kv_lora_rank", "size", 32),
 )
 
 # Flags of the checker itself (not Megatron's): the cluster shape.
@@ -196,7 +212,18 @@ def _eval_pattern(text):
     return ev(ast.parse(text, mode="eval"))
 
 
-_TYPES = {"size": _int_type(1), "count": _int_type(0), "gib": _gib, "freq": _freq, "str": str}
+def _fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text!r}")
+    return value
+
+
+_TYPES = {"size": _int_type(1), "count": _int_type(0), "gib": _gib, "freq": _freq, "str": str,
+          "float": _fraction}
 
 
 def _add(parser, flag):
@@ -204,12 +231,13 @@ def _add(parser, flag):
         parser.add_argument(flag.option, dest=flag.dest, action="store_true", help=flag.help)
     elif flag.kind == "false":
         parser.add_argument(flag.option, dest=flag.dest, action="store_false", help=flag.help)
-    elif flag.kind == "choice":
+    elif flag.kind in ("choice", "enum"):
         parser.add_argument(flag.option, dest=flag.dest, choices=flag.choices,
                             default=flag.default, help=flag.help)
     else:
         parser.add_argument(flag.option, dest=flag.dest, type=_TYPES[flag.kind],
-                            default=flag.default, metavar="N" if flag.kind != "str" else "STR",
+                            default=flag.default,
+                            metavar={"str": "STR", "float": "P"}.get(flag.kind, "N"),
                             help=flag.help)
 
 
