@@ -86,6 +86,15 @@ def text_report(layout, result, unknown, extra):
     ]
     for v in result.violations:
         lines += [f"  x [{v.rule}] {v.message}", f"      fix: {v.fix}", f"      source: {v.source}"]
+    shown = []
+    for v in result.violations:  # every violation carries the same whole layouts
+        shown += [s for s in v.suggestions if s not in shown]
+    if shown:
+        from parallel_layout.suggest import as_flags
+        lines.append("Suggested layouts (each passes every rule; paste the flags):")
+        lines += [f"  {i}. {as_flags(s)}" for i, s in enumerate(shown, 1)]
+    elif result.violations:
+        lines.append("Suggested layouts: none found within three flag changes")
     if result.warnings:
         lines.append("Warnings:")
         lines += [f"  ! [{w.rule}] {w.message}" for w in result.warnings]

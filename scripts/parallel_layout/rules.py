@@ -49,6 +49,9 @@ class Violation:
     message: str
     fix: str
     source: str = ""
+    # whole alternative layouts (flag -> value, True adds a switch, None drops
+    # a flag) that pass every rule: parallel_layout.suggest
+    suggestions: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -122,6 +125,26 @@ def fmt_list(values):
     return ", ".join(str(v) for v in values)
 
 
+def tp_options(c, ok):
+    """TP sizes satisfying ``ok`` and every other TP rule (heads, query
+    groups, world divisible by TP*PP*CP), so a fix never trades one violation
+    for another."""
+    heads = c.L.num_attention_heads
+    groups = D.num_query_groups(c.L)
+    rest = c.pp * c.cp
+    found = []
+    for t in divisors(c.world) if c.world % rest == 0 else divisors(heads or 1):
+        if heads and heads % t:
+            continue
+        if groups and groups % t and t % groups:
+            continue
+        if (c.world // rest if c.world % rest == 0 else c.world) % t:
+            continue
+        if ok(t):
+            found.append(t)
+    return found
+
+
 def multiples_around(n, step):
     lo = (n // step) * step
     return [v for v in (lo, lo + step) if v > 0]
@@ -161,7 +184,8 @@ def heads_tp(c):
         return None
     return (f"num_attention_heads ({h}) must be a multiple of "
             f"tensor_model_parallel_size ({c.tp}).",
-            f"use TP in {fmt_list(nearest([d for d in divisors(h)], c.tp))} (divisors of {h})")
+            f"use TP in {fmt_list(nearest(tp_options(c, lambda t: h % t == 0), c.tp))} "
+            f"(divisors of {h} heads that the other rules allow)")
 
 
 def query_groups_tp(c):
@@ -169,10 +193,13 @@ def query_groups_tp(c):
     need(g)
     if g % c.tp == 0 or c.tp % g == 0:
         return None
+    ok = tp_options(c, lambda t: g % t == 0 or t % g == 0)
     return (f"num_query_groups ({g}) must be a multiple or divisor of "
             f"tensor_model_parallel_size ({c.tp}).",
-            f"use TP that divides {g} or is a multiple of it, e.g. "
-            f"{fmt_list(nearest(divisors(g) + [g * k for k in (2, 4, 8)], c.tp))}")
+            f"use TP in {fmt_list(nearest(ok, c.tp))} (relates to {g} query groups, divides "
+            f"the heads and the world)" if ok else
+            f"no TP divides the heads and relates to {g} query groups: change "
+            "--num-query-groups")
 
 
 def hidden_heads(c):
@@ -536,10 +563,15 @@ def interleaved_group(c):
     need(m)
     group = c.L.microbatch_group_size_per_vp_stage or c.pp
     if group > m or group < c.pp:
+        if m < c.pp:
+            fix = (f"use at least {c.pp} microbatches per step: --global-batch-size "
+                   f"{c.pp * c.L.micro_batch_size * c.dp} or more (a multiple of micro "
+                   f"{c.L.micro_batch_size} x DP {c.dp})")
+        else:
+            fix = (f"use --microbatch-group-size-per-virtual-pipeline-stage in "
+                   f"[{c.pp}, {m}], or drop it (default: PP={c.pp})")
         return ("The number of contiguous micro-batches in a virtual pipeline stage"
-                f"should range in [PP={c.pp} , M={m}]",
-                f"use at least {c.pp} microbatches per step (global batch >= "
-                f"{c.pp * c.L.micro_batch_size * c.dp}) and a group size in [{c.pp}, {m}]")
+                f"should range in [PP={c.pp} , M={m}]", fix)
     rem = m % group
     if 0 < rem < c.pp:
         return ("The remainder of M (the total micro-batches) divided by N (number of "
@@ -940,8 +972,10 @@ RULES = (
 RULES_BY_ID = {r.id: r for r in RULES}
 
 
-def check(layout, rules=RULES, with_memory=True) -> Result:
-    """Apply every rule; never stops at the first violation."""
+def check(layout, rules=RULES, with_memory=True, suggest=None) -> Result:
+    """Apply every rule; never stops at the first violation.  ``suggest``
+    (default: when every rule runs with memory) adds each violation's
+    ``suggestions``."""
     ctx = Ctx(layout)
     violations, warnings, skipped = [], [], []
     for rule in rules:
@@ -958,6 +992,13 @@ def check(layout, rules=RULES, with_memory=True) -> Result:
         else:
             text = message if not fix else f"{message} (suggestion: {fix})"
             warnings.append(Warning_(rule.id, text, rule.source))
+    if suggest is None:
+        suggest = with_memory and rules is RULES
+    if violations and suggest:
+        from .suggest import suggestions
+        found = suggestions(layout)
+        for v in violations:
+            v.suggestions = [dict(c) for c in found]
     derived = D.derive(layout)
     mem = None
     if with_memory:
