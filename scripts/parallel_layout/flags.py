@@ -118,6 +118,16 @@ FLAGS = (
     Flag("--v-head-dim", "v_head_dim", "size", 128),
     Flag("--q-lora-rank", "q_lora_rank", "size", None),
     Flag("--kv-lora-rank", "kv_lora_rank", "size", 32),
+    # Flags that change a verdict, a derived size or the rank order.
+    Flag("--hybrid-layer-pattern", "hybrid_layer_pattern", "str", None,
+         help='hybrid model layers, "|" between pipeline segments, e.g. "M-M-|M-M*-"'),
+    Flag("--step-batch-size-schedule", "step_batch_size_schedule", "str", None,
+         help='e.g. "0:768 250B:1536" (excludes --global-batch-size)'),
+    Flag("--use-tp-pp-dp-mapping", "use_tp_pp_dp_mapping", "true", False,
+         help="rank order tp-cp-ep-pp-dp instead of tp-cp-ep-dp-pp"),
+    Flag("--overlap-moe-expert-parallel-comm", "overlap_moe_expert_parallel_comm", "true",
+         False),
+    Flag("--decoder-seq-length", "decoder_seq_length", "size", None),
 )
 
 # Flags of the checker itself (not Megatron's): the cluster shape.
@@ -133,9 +143,16 @@ WORLD_FLAGS = (
 DEFAULT_GPUS_PER_NODE = 8
 
 
+# Not flags: the release the rules follow (--megatron-version, resolved) and
+# the pasted arguments the checker did not parse (other Megatron-LM flags).
+EXTRA_FIELDS = (("megatron_version", None), ("other_flags", ()))
+
+
 def _fields():
     spec = [(f.dest, Optional[object], dataclasses.field(default=f.default))
             for f in FLAGS + WORLD_FLAGS]
+    spec += [(name, Optional[object], dataclasses.field(default=default))
+             for name, default in EXTRA_FIELDS]
     return spec
 
 
@@ -282,6 +299,7 @@ def layout_from_namespace(ns) -> "LayoutInput":
     resolves the world size and raises BadInput on contradictions."""
     values = {f.name: getattr(ns, f.name, f.default) for f in dataclasses.fields(LayoutInput)}
     layout = LayoutInput(**values)
+    _hybrid_layers(layout)
     _resolve_world(layout)
     _check_contradictions(layout)
     return layout
@@ -309,6 +327,19 @@ def _resolve_world(layout):
         raise BadInput(f"--world-size {layout.world_size} is beyond 16,777,216 GPUs")
 
 
+HYBRID_SYMBOLS = frozenset("MG*D+-E")
+
+
+def _hybrid_layers(layout):
+    """validate_args: --hybrid-layer-pattern sets num_layers to the pattern's
+    layer count (main pattern before the first '/', without '|')."""
+    pattern = layout.hybrid_layer_pattern
+    if pattern is None:
+        return
+    # (invalid symbols are the rule hybrid-layer-pattern's to report)
+    layout.num_layers = len(pattern.split("/")[0].replace("|", ""))
+
+
 def _check_contradictions(layout):
     if layout.fp16 and layout.bf16:
         raise BadInput("--fp16 and --bf16 contradict each other: choose one")
@@ -329,4 +360,6 @@ def parse_layout(argv):
             raise BadInput("arguments must not contain NUL bytes")
     parser = make_parser()
     ns, unknown = parser.parse_known_args(argv)
-    return layout_from_namespace(ns), unknown
+    layout = layout_from_namespace(ns)
+    layout.other_flags = tuple(unknown)
+    return layout, unknown

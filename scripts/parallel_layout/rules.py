@@ -381,7 +381,7 @@ def even_split(c):
     L = c.L
     if any(v is not None for v in (L.num_layers_per_virtual_pipeline_stage,
                                    L.num_virtual_stages_per_pipeline_rank,
-                                   L.pipeline_model_parallel_layout,
+                                   L.pipeline_model_parallel_layout, L.hybrid_layer_pattern,
                                    L.decoder_first_pipeline_num_layers,
                                    L.decoder_last_pipeline_num_layers)):
         return None
@@ -754,6 +754,206 @@ def moe_ffn_without_experts(c):
             "add --num-experts or drop --moe-ffn-hidden-size")
 
 
+# ---------------------------------------------------------------- flags and hybrid models
+
+DEFAULT_VERSION = V0192
+
+
+def given_flags(L):
+    """[(option, value tokens)] the user passed: the checker's flags whose value
+    differs from Megatron's default, then the other pasted arguments."""
+    from .catalog import split_flags
+    from .flags import FLAGS
+    out = []
+    for f in FLAGS:
+        value = getattr(L, f.dest)
+        if f.kind in ("true", "false"):
+            if value != f.default:
+                out.append((f.option, []))
+        elif value is not None and value != f.default:
+            out.append((f.option, [str(value)]))
+    return out + [(o, v) for o, v in split_flags(L.other_flags or ()) if o is not None]
+
+
+def unknown_flags(c):
+    from . import catalog
+    version = c.L.megatron_version or DEFAULT_VERSION
+    known = catalog.release_flags(version)
+    if known is None:
+        return None
+    bad = [(o, v) for o, v in given_flags(c.L) if o not in known]
+    if not bad:
+        return None
+    hints = []
+    for option, _ in bad:
+        past = catalog.history().get(option)
+        if past and past["successor"]:
+            hints.append(f"{option} was removed in {past['removed_in']}: use {past['successor']}")
+        elif past:
+            hints.append(f"{option} was removed in {past['removed_in']} (no successor)")
+        elif catalog.added_in(option):
+            hints.append(f"{option} exists from {catalog.added_in(option)} on")
+        else:
+            hints.append(f"{option} is not a Megatron-LM flag in any release 0.12-0.19")
+    return ("unrecognized arguments: " + " ".join(" ".join([o] + v) for o, v in bad),
+            f"Megatron-LM {version} stops at argument parsing: " + "; ".join(hints))
+
+
+def hybrid_pattern(c):
+    pattern = c.L.hybrid_layer_pattern
+    if pattern is None:
+        return None
+    from .flags import HYBRID_SYMBOLS
+    main = pattern.split("/")[0]
+    for ch in main:
+        if ch not in HYBRID_SYMBOLS and ch != "|":
+            return (f"In main pattern, '{ch}' is not a valid layer symbol. Valid symbols are: "
+                    f"{set(HYBRID_SYMBOLS) | {'|'}}",
+                    "use M (mamba), G (gdn), * (attention), D (dsa), + (mla), - (mlp), "
+                    "E (moe), and | between pipeline segments")
+    if "*" in main and ("D" in main or "+" in main):
+        return ("Not supported to have both Attention and MLA/DSA in one model",
+                "use either * (attention) or D/+ (DSA/MLA) layers")
+    return None
+
+
+HYBRID_CONFLICTS = (
+    ("num_layers_per_virtual_pipeline_stage",
+     "--num-layers-per-virtual-pipeline-stage should not be used with --hybrid-layer-pattern. "
+     "To specify virtual pipelining, describe a number of pipeline segments in "
+     "--hybrid-layer-pattern that is a multiple of --pipeline-model-parallel-size greater than "
+     "1"),
+    ("num_virtual_stages_per_pipeline_rank",
+     "--num-virtual-stages-per-pipeline-rank should not be used with --hybrid-layer-pattern. "
+     "Virtual pipeline stages are derived from the number of | segments in the pattern."),
+    ("pipeline_model_parallel_layout",
+     "--pipeline-model-parallel-layout should not be used with --hybrid-layer-pattern. "
+     "Pipeline stage layout is defined by | separators in the pattern."),
+    ("account_for_embedding_in_pipeline_split",
+     "--account-for-embedding-in-pipeline-split should not be used with "
+     "--hybrid-layer-pattern. Pipeline stage layout is defined by | separators in the "
+     "pattern."),
+    ("account_for_loss_in_pipeline_split",
+     "--account-for-loss-in-pipeline-split should not be used with --hybrid-layer-pattern. "
+     "Pipeline stage layout is defined by | separators in the pattern."),
+)
+
+
+def hybrid_conflicts(c):
+    L = c.L
+    segments = D.hybrid_segments(L)
+    if segments is None:
+        return None
+    if len(segments) > 1:
+        for name, which in (("decoder_first_pipeline_num_layers", "first"),
+                            ("decoder_last_pipeline_num_layers", "last")):
+            if getattr(L, name) is not None:
+                return (f"If --hybrid-layer-pattern contains pipe separators, "
+                        f"--decoder-{which}-pipeline-num-layers should not be specified as "
+                        "the pipeline layout is explicitly defined.",
+                        f"drop --decoder-{which}-pipeline-num-layers (the | segments define "
+                        "the stages)")
+    for dest, message in HYBRID_CONFLICTS:
+        if getattr(L, dest) not in (None, False):
+            return message, "drop the flag: the pattern's | segments define the stages"
+    return None
+
+
+def hybrid_segments_pp(c):
+    segments = D.hybrid_segments(c.L)
+    if segments is None or (len(segments) == 1 and c.pp > 1):
+        return None
+    n = len(segments)
+    if n % c.pp == 0:
+        return None
+    return ("The number of hybrid pipeline segments described by --hybrid-layer-pattern must be "
+            "evenly divisible by --pipeline-model-parallel-size. "
+            f"Got {n} segments and {c.pp} pipeline parallel size.",
+            f"write a multiple of {c.pp} '|'-separated segments, or use PP in "
+            f"{fmt_list(nearest(divisors(n), c.pp))}")
+
+
+def hybrid_pp_split(c):
+    """select_pipeline_segment, pattern without '|' on PP > 1 (model build)."""
+    L = c.L
+    segments = D.hybrid_segments(L)
+    if segments is None or len(segments) > 1 or c.pp == 1:
+        return None
+    n = len(segments[0])
+    first, last = L.decoder_first_pipeline_num_layers, L.decoder_last_pipeline_num_layers
+    if first is None and last is None:
+        if n % c.pp == 0:
+            return None
+        return (f"Number of layers ({n}) must be evenly divisible by "
+                f"pipeline-model-parallel-size ({c.pp}) when no pipe separators are "
+                "specified in the pattern.",
+                f"put '|' between {c.pp} (or a multiple of {c.pp}) pipeline segments, e.g. "
+                f"segments of {n // c.pp} and {n - n // c.pp * (c.pp - 1)} layers")
+    middle = n - (first or 0) - (last or 0)
+    stages = c.pp - (first is not None) - (last is not None)
+    if stages > 0 and middle % stages:
+        return (f"Middle layers ({middle}) must be evenly divisible by middle pipeline stages "
+                f"({stages}).", "choose first/last stage sizes that leave a multiple of "
+                f"{stages} layers, or put '|' between the stages")
+    return None
+
+
+def step_schedule(c):
+    L = c.L
+    if L.step_batch_size_schedule is None:
+        return None
+    if L.global_batch_size is not None:
+        return ("Cannot specify both --step-batch-size-schedule and --global-batch-size",
+                "drop --global-batch-size (the schedule sets the batch size)")
+    try:
+        schedule = D.step_schedule(L)
+    except ValueError as exc:
+        return str(exc), 'write "THRESHOLD:BATCH_SIZE" pairs, e.g. "0:768 250B:1536"'
+    except OverflowError:
+        return "schedule value out of range", "use finite thresholds and batch sizes"
+    if not schedule:
+        return "schedule must have at least one entry", 'e.g. "0:768 250B:1536"'
+    if schedule[0][0] != 0:
+        return (f"first schedule entry must have threshold 0, got {schedule[0][0]}",
+                "start the schedule with 0:BATCH_SIZE")
+    for (a, _), (b, _) in zip(schedule, schedule[1:]):
+        if b <= a:
+            return (f"schedule thresholds must be strictly increasing, got {a} before {b}",
+                    "make every threshold larger than the one before")
+    for _, size in schedule:
+        if size <= 0:
+            return f"batch size must be positive, got {size}", "use positive batch sizes"
+    return None
+
+
+def step_schedule_divisible(c):
+    L = c.L
+    if L.step_batch_size_schedule is None or L.global_batch_size is not None:
+        return None
+    need(L.micro_batch_size, c.dp)
+    try:
+        schedule = D.step_schedule(L)
+    except (ValueError, OverflowError):
+        return None
+    step = L.micro_batch_size * c.dp
+    for _, size in schedule or ():
+        if size > 0 and size % step:
+            return (f"current global batch size ({size}) is not divisible by micro_batch_size "
+                    f"({L.micro_batch_size}) * data_parallel_size ({c.dp})",
+                    f"make every batch size of the schedule a multiple of micro x DP = {step}")
+    return None
+
+
+def decoder_seq(c):
+    L = c.L
+    if L.decoder_seq_length is None or L.max_position_embeddings is None \
+            or L.max_position_embeddings >= L.decoder_seq_length:
+        return None
+    return ("AssertionError (no message): assert args.max_position_embeddings >= "
+            "args.decoder_seq_length",
+            f"set --max-position-embeddings {L.decoder_seq_length} or more")
+
+
 # ---------------------------------------------------------------- warnings
 
 def w_sp_without_tp(c):
@@ -873,6 +1073,12 @@ def w_cuda_max_connections(c):
         return ("FSDP: Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS is not 1 "
                 "('FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset.')",
                 "leave CUDA_DEVICE_MAX_CONNECTIONS unset (or > 1)")
+    if (c.tp > 1 or c.cp > 1) and c.L.overlap_moe_expert_parallel_comm:
+        return ("TP > 1 or CP > 1 with --overlap-moe-expert-parallel-comm: on GPUs before "
+                "Blackwell Megatron-LM only warns ('For Hopper and before, try not to use "
+                "tensor model parallelism or context parallelism with "
+                "overlap_moe_expert_parallel_comm.'); CUDA_DEVICE_MAX_CONNECTIONS 1 favours "
+                "TP/CP, 32 the expert overlap", None)
     if c.tp > 1 or c.cp > 1:
         return ("TP > 1 or CP > 1: on GPUs before Blackwell (compute capability < 10) "
                 "Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1",
@@ -898,7 +1104,12 @@ def _r(id, kind, source, check, stricter=None, versions=V0192, late=None):
     return Rule(id, kind, source, versions, check, stricter, late)
 
 
+HYBRID = "megatron/core/models/hybrid/hybrid_layer_allocation.py"
+STEP = CALC.replace("ConstantNumMicroBatchesCalculator", "StepBatchsizeNumMicroBatchesCalculator")
+
 RULES = (
+    _r("unknown-flag", "error", "megatron/training/arguments.py parse_args (argparse)",
+       unknown_flags),
     _r("world-divisible", "error", ARGS + "; " + PS, world_divisible),
     _r("expert-grid-divisible", "error", PS, expert_grid_divisible),
     _r("heads-divisible-by-tp", "error", TC, heads_tp),
@@ -947,6 +1158,16 @@ RULES = (
     _r("torch-fsdp2", "error", ARGS, torch_fsdp2),
     _r("megatron-fsdp-ckpt-format", "error", ARGS, megatron_fsdp_ckpt),
     _r("torch-dcp", "error", ARGS, torch_dcp),
+    _r("hybrid-layer-pattern", "error", ARGS + "; " + HYBRID + " _validate_pattern",
+       hybrid_pattern),
+    _r("hybrid-pattern-conflicts", "error", ARGS, hybrid_conflicts),
+    _r("hybrid-segments-divisible-by-pp", "error", ARGS, hybrid_segments_pp),
+    _r("hybrid-pipeline-split", "error", HYBRID + " select_pipeline_segment", hybrid_pp_split,
+       late="when the hybrid model is built (select_pipeline_segment)"),
+    _r("step-batch-size-schedule", "error", ARGS + "; " + STEP, step_schedule),
+    _r("step-batch-size-divisible", "error", STEP + ".update", step_schedule_divisible,
+       late="during training, when the schedule reaches that batch size"),
+    _r("decoder-seq-length", "error", ARGS, decoder_seq),
     _r("incomplete-input", "warning", ARGS, w_missing_model),
     _r("sp-without-tp", "warning", ARGS, w_sp_without_tp),
     _r("moe-tp-without-sp", "warning", MPC, w_moe_tp_without_sp),

@@ -144,9 +144,29 @@ def _features(L):
     return out
 
 
+def _unknown(L):
+    """Drop each flag the release does not know (adding its successor)."""
+    from .rules import DEFAULT_VERSION, given_flags
+    from . import catalog
+    known = catalog.release_flags(L.megatron_version or DEFAULT_VERSION)
+    if known is None:
+        return {}
+    out = {}
+    for option, _ in given_flags(L):
+        if option not in known:
+            out[option] = [None]
+            successor = (catalog.history().get(option) or {}).get("successor")
+            if successor in known and successor in BY_OPTION \
+                    and BY_OPTION[successor].kind == "true":
+                out.setdefault(successor, [True])
+    return out
+
+
 def knobs(layout):
     """flag -> candidate values for this layout."""
     table = {}
+    for option, values in _unknown(layout).items():
+        table[option] = list(values)
     for part in (_sizes(layout), _batch(layout), _pipeline(layout), _features(layout)):
         for option, values in part.items():
             table.setdefault(option, [])
@@ -160,6 +180,10 @@ def apply(layout, changes):
     """A copy of ``layout`` with the flag changes applied."""
     new = copy.copy(layout)
     for option, value in changes.items():
+        if option not in BY_OPTION:  # a pasted flag the checker does not parse
+            new.other_flags = _without(new.other_flags or (), option) + (
+                (option,) if value is True else ())
+            continue
         flag = BY_OPTION[option]
         if value is None:
             setattr(new, flag.dest, flag.default)
@@ -170,9 +194,22 @@ def apply(layout, changes):
     return new
 
 
+def _without(tokens, option):
+    """The pasted arguments without ``option`` and its values."""
+    from .catalog import split_flags
+    out = []
+    for name, values in split_flags(tokens):
+        if name != option:
+            out += ([name] if name else []) + values
+    return tuple(out)
+
+
 def _distance(layout, changes):
     moved = 0.0
     for option, value in changes.items():
+        if option not in BY_OPTION:
+            moved += 1.0
+            continue
         old = getattr(layout, BY_OPTION[option].dest)
         if isinstance(value, int) and not isinstance(value, bool) and isinstance(old, int) \
                 and old > 0 and value > 0:
