@@ -95,6 +95,13 @@ class Ctx:
         self.dp = D.data_parallel_size(layout)
         self.vpp = D.virtual_pipeline_size(layout)
         self.experts = D.num_experts(layout)
+        self.version = version_tuple(getattr(layout, "megatron_version", None))
+
+
+def version_tuple(text):
+    """'0.15.3' -> (0, 15, 3); None -> the default release."""
+    parts = (text or V0192).split("+")[0].split(".")
+    return tuple(int(p) for p in parts[:3] if p.isdigit())
 
 
 class Skip(Exception):
@@ -136,7 +143,7 @@ def tp_options(c, ok):
     for t in divisors(c.world) if c.world % rest == 0 else divisors(heads or 1):
         if heads and heads % t:
             continue
-        if groups and groups % t and t % groups:
+        if groups and groups % t and (t % groups or c.version < (0, 16)):
             continue
         if (c.world // rest if c.world % rest == 0 else c.world) % t:
             continue
@@ -191,8 +198,17 @@ def heads_tp(c):
 def query_groups_tp(c):
     g = D.num_query_groups(c.L)
     need(g)
-    if g % c.tp == 0 or c.tp % g == 0:
+    if g % c.tp == 0 or (c.tp % g == 0 and c.version >= (0, 16)):
         return None
+    if c.version < (0, 16):  # 0.12-0.15: multiple only (TransformerConfig.__post_init__)
+        if g % c.tp == 0:
+            return None
+        ok = tp_options(c, lambda t: g % t == 0)
+        return (f"num_query_groups ({g}) must be a multiple of "
+                f"tensor_model_parallel_size ({c.tp}).",
+                f"use TP in {fmt_list(nearest(ok, c.tp))} (divides {g} query groups and the "
+                f"heads; TP above the group count needs 0.16 or later)" if ok else
+                f"no TP divides the heads and {g} query groups: change --num-query-groups")
     ok = tp_options(c, lambda t: g % t == 0 or t % g == 0)
     return (f"num_query_groups ({g}) must be a multiple or divisor of "
             f"tensor_model_parallel_size ({c.tp}).",
@@ -415,7 +431,9 @@ def uneven_stages(c):
                     f"use a multiple of {vpp} layers on the {name} stage")
         rest -= value
         middle -= 1
-    if bool(rest) != bool(middle):
+    # The Mismatch assert exists from 0.16; before, TransformerConfig accepted
+    # middle stages without layers (and layers without middle stages) silently.
+    if bool(rest) != bool(middle) and c.version >= (0, 16):
         return (f"Mismatch: {rest} middle layers remaining but {middle} middle PP stages "
                 f"available.", _uneven_fix(L.num_layers, c.pp, first, last))
     if middle and rest % middle:
@@ -1073,12 +1091,18 @@ def w_cuda_max_connections(c):
         return ("FSDP: Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS is not 1 "
                 "('FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset.')",
                 "leave CUDA_DEVICE_MAX_CONNECTIONS unset (or > 1)")
-    if (c.tp > 1 or c.cp > 1) and c.L.overlap_moe_expert_parallel_comm:
+    if (c.tp > 1 or c.cp > 1) and c.L.overlap_moe_expert_parallel_comm \
+            and c.version >= (0, 14):
         return ("TP > 1 or CP > 1 with --overlap-moe-expert-parallel-comm: on GPUs before "
                 "Blackwell Megatron-LM only warns ('For Hopper and before, try not to use "
                 "tensor model parallelism or context parallelism with "
                 "overlap_moe_expert_parallel_comm.'); CUDA_DEVICE_MAX_CONNECTIONS 1 favours "
                 "TP/CP, 32 the expert overlap", None)
+    if c.tp > 1 and c.version < (0, 13):
+        # 0.12: "tp > 1 or cp > 1 and arch < 10" binds as tp > 1 or (cp > 1 and arch < 10)
+        return ("TP > 1 on 0.12: Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1 on every GPU "
+                "generation, Blackwell included (the architecture test binds to CP only)",
+                "export CUDA_DEVICE_MAX_CONNECTIONS=1")
     if c.tp > 1 or c.cp > 1:
         return ("TP > 1 or CP > 1: on GPUs before Blackwell (compute capability < 10) "
                 "Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1",
@@ -1105,16 +1129,19 @@ def _r(id, kind, source, check, stricter=None, versions=V0192, late=None):
 
 
 HYBRID = "megatron/core/models/hybrid/hybrid_layer_allocation.py"
+# flags that earlier releases do not have (unknown-flag reports them there)
+V_HYBRID = "0.17.1-0.19.2 (--hybrid-layer-pattern added in 0.17.1)"
+V_STEP = "0.18.2-0.19.2 (--step-batch-size-schedule added in 0.18.2)"
 STEP = CALC.replace("ConstantNumMicroBatchesCalculator", "StepBatchsizeNumMicroBatchesCalculator")
 
 RULES = (
     _r("unknown-flag", "error", "megatron/training/arguments.py parse_args (argparse)",
-       unknown_flags),
+       unknown_flags, versions="0.12.3-0.19.2: each release's own flag set (release index)"),
     _r("world-divisible", "error", ARGS + "; " + PS, world_divisible),
     _r("expert-grid-divisible", "error", PS, expert_grid_divisible),
     _r("heads-divisible-by-tp", "error", TC, heads_tp),
     _r("query-groups-vs-tp", "error", TC, query_groups_tp,
-       versions="0.16.0-0.19.2 (multiple or divisor); 0.15.x: multiple only"),
+       versions="0.16.1-0.19.2: multiple or divisor; 0.12.3-0.15.3: multiple only"),
     _r("hidden-divisible-by-heads", "error", ARGS, hidden_heads),
     _r("ep-needs-experts", "error", ARGS, ep_needs_experts),
     _r("experts-divisible-by-ep", "error", ARGS, experts_ep),
@@ -1126,7 +1153,8 @@ RULES = (
     _r("uneven-with-account-split", "error", TC, uneven_with_account),
     _r("layers-per-virtual-stage", "error", ARGS, layers_per_vp_stage_flag),
     _r("layers-divisible-by-pp", "error", ARGS, even_split),
-    _r("uneven-stages", "error", TC, uneven_stages),
+    _r("uneven-stages", "error", TC, uneven_stages,
+       versions="0.12.3-0.19.2; the Mismatch check (middle layers vs middle stages) from 0.16.1"),
     _r("uneven-stages-overflow", "error", TC, uneven_negative,
        stricter="TransformerConfig accepts first+last > num_layers when the middle stage "
                 "count divides the negative remainder; get_num_layers_to_build then returns a "
@@ -1159,14 +1187,16 @@ RULES = (
     _r("megatron-fsdp-ckpt-format", "error", ARGS, megatron_fsdp_ckpt),
     _r("torch-dcp", "error", ARGS, torch_dcp),
     _r("hybrid-layer-pattern", "error", ARGS + "; " + HYBRID + " _validate_pattern",
-       hybrid_pattern),
-    _r("hybrid-pattern-conflicts", "error", ARGS, hybrid_conflicts),
-    _r("hybrid-segments-divisible-by-pp", "error", ARGS, hybrid_segments_pp),
+       hybrid_pattern, versions=V_HYBRID),
+    _r("hybrid-pattern-conflicts", "error", ARGS, hybrid_conflicts, versions=V_HYBRID),
+    _r("hybrid-segments-divisible-by-pp", "error", ARGS, hybrid_segments_pp,
+       versions=V_HYBRID),
     _r("hybrid-pipeline-split", "error", HYBRID + " select_pipeline_segment", hybrid_pp_split,
-       late="when the hybrid model is built (select_pipeline_segment)"),
-    _r("step-batch-size-schedule", "error", ARGS + "; " + STEP, step_schedule),
+       late="when the hybrid model is built (select_pipeline_segment)", versions=V_HYBRID),
+    _r("step-batch-size-schedule", "error", ARGS + "; " + STEP, step_schedule,
+       versions=V_STEP),
     _r("step-batch-size-divisible", "error", STEP + ".update", step_schedule_divisible,
-       late="during training, when the schedule reaches that batch size"),
+       late="during training, when the schedule reaches that batch size", versions=V_STEP),
     _r("decoder-seq-length", "error", ARGS, decoder_seq),
     _r("incomplete-input", "warning", ARGS, w_missing_model),
     _r("sp-without-tp", "warning", ARGS, w_sp_without_tp),
@@ -1185,7 +1215,9 @@ RULES = (
     _r("virtual-pipeline-is-one", "warning", ARGS, w_vpp_one),
     _r("few-microbatches", "warning", "megatron/core/pipeline_parallel/schedules.py",
        w_few_microbatches),
-    _r("cuda-device-max-connections", "warning", ARGS, w_cuda_max_connections),
+    _r("cuda-device-max-connections", "warning", ARGS, w_cuda_max_connections,
+       versions="0.13.1-0.19.2: before Blackwell only; 0.12.3: asserted for TP > 1 on every "
+                "GPU; --overlap-moe-expert-parallel-comm (0.14.0 on) makes it a warning"),
     _r("megatron-fsdp-forces-distopt", "warning", ARGS, w_megatron_fsdp_distopt),
     _r("fsdp-with-tp-cp", "warning", ARGS, w_cp_fsdp),
 )
