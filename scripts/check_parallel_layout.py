@@ -165,7 +165,7 @@ def rank_map_lines(layout, groups, rank_map):
     return lines
 
 
-def plan_lines(plans, limit):
+def plan_lines(plans, limit, own_rank=None):
     lines = [f"{len(plans)} valid layout(s), best first:"]
     header = "  TP  PP  CP  EP ETP    DP  mbs  fits  bubble  comm   mem/GPU     flags"
     lines.append(header)
@@ -177,6 +177,9 @@ def plan_lines(plans, limit):
             f"{p['expert_tensor_parallel_size']:>3} {p['data_parallel_size']:>5} "
             f"{str(p['num_microbatches']):>4} {fits:>5} {p['pipeline_bubble_fraction']:>7.1%} "
             f"{p['communication_share']:>5.1%} {gib(p['total_bytes_per_gpu']):>11}  {p['flags']}")
+    lines.append(f"Your layout's sizes (TP, PP, CP, EP, ETP) rank {own_rank} of {len(plans)} "
+                 "(the plan uses even splits without VPP)." if own_rank else
+                 "Your layout is not among them (it is invalid).")
     return "\n".join(lines)
 
 
@@ -261,6 +264,7 @@ def run(argv):
     if args.plan:
         from parallel_layout import plan
         plans = plan.enumerate_layouts(layout)
+        own_rank = plan.rank_of(layout, plans) if result.valid else None
     if args.json:
         out = {"schema_version": SCHEMA_VERSION, "megatron_core_version": version,
                "megatron_version_source": source}
@@ -270,13 +274,14 @@ def run(argv):
         if plans is not None:
             out["plan"] = plans[:args.plan_limit or None]
             out["plan_count"] = len(plans)
+            out["plan_rank"] = own_rank
         print(json.dumps(out))
     else:
         if extra.get("ranks") is None and args.ranks:
             extra.pop("ranks")
         print(text_report(layout, result, unknown, extra))
         if plans is not None:
-            print(plan_lines(plans, args.plan_limit))
+            print(plan_lines(plans, args.plan_limit, own_rank))
     if args.plan:
         return 0 if plans else 1
     disagrees = args.verify and extra["verify"].get("available") and not extra["verify"]["agrees"]

@@ -231,3 +231,16 @@ def _flags(tp, pp, cp, ep, etp):
     if tp > 1:
         parts.append("--sequence-parallel")
     return " ".join(parts)
+
+
+def rank_of(layout, plans):
+    """1-based rank of the layout's own sizes (TP, PP, CP, EP, ETP) among
+    ``plans``, or None when they are not among the valid layouts."""
+    key = (layout.tensor_model_parallel_size, layout.pipeline_model_parallel_size,
+           layout.context_parallel_size, layout.expert_model_parallel_size, D.etp(layout))
+    for i, p in enumerate(plans, 1):
+        if (p["tensor_model_parallel_size"], p["pipeline_model_parallel_size"],
+                p["context_parallel_size"], p["expert_model_parallel_size"],
+                p["expert_tensor_parallel_size"]) == key:
+            return i
+    return None
