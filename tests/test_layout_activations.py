@@ -132,3 +132,38 @@ print(json.dumps({"dropout": drop, "rms": list(saved.values())}))
     kept = sum(n for d, n in got["rms"])
     assert "torch.bfloat16" not in [d for d, _ in got["rms"]], got["rms"]
     assert kept == 8 * (activations.PROFILES["cpu"]["rms_extra_per_h"] * 16 + 4), got["rms"]
+
+
+LLAMA = ("--world-size 256 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 4 "
+         "--num-virtual-stages-per-pipeline-rank 5 --context-parallel-size 2 --sequence-parallel "
+         "--num-layers 80 --hidden-size 8192 --num-attention-heads 64 --group-query-attention "
+         "--num-query-groups 8 --ffn-hidden-size 28672 --swiglu --normalization RMSNorm "
+         "--disable-bias-linear --untie-embeddings-and-output-weights --position-embedding-type "
+         "rope --seq-length 8192 --max-position-embeddings 8192 --micro-batch-size 1 "
+         "--global-batch-size 512 --vocab-size 128256 --bf16 --use-distributed-optimizer "
+         "--gpu-memory-gib 80").split()
+
+
+@pytest.mark.parametrize("extra,stored", [([], False), (["--attention-backend", "flash"], False),
+                                          (["--attention-backend", "fused"], False),
+                                          (["--attention-backend", "unfused"], True),
+                                          (["--attention-backend", "local"], True),
+                                          (["--transformer-impl", "local"], True)])
+def test_attention_backend_decides_the_score_term(extra, stored):
+    from parallel_layout import flags, memory
+    layout, _ = flags.parse_layout(LLAMA + extra)
+    mem = memory.estimate(layout)
+    assert mem["attention_scores_stored"] is stored
+    base = memory.estimate(flags.parse_layout(LLAMA)[0])["activation_bytes_per_layer"]
+    assert (mem["activation_bytes_per_layer"] > 2 * base) is stored
+
+
+def test_nemo_llama3_70b_recipe_fits_on_80_gib():
+    """The issue's example: NeMo's Llama-3-70B recipe (TP 4, PP 4, VPP 5, CP 2, SP,
+    8k, bf16, distributed optimizer) trains on 80 GB H100s; with flash attention
+    (the default backend) the checker says it fits."""
+    from parallel_layout import flags, rules
+    layout, _ = flags.parse_layout(LLAMA)
+    result = rules.check(layout, suggest=False)
+    assert result.valid and result.memory["fits"]
+    assert result.memory["total_bytes_per_gpu"] < 70 * 2 ** 30
