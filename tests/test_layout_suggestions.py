@@ -67,15 +67,21 @@ def test_suggestions_are_nearest_first():
                          {"--tensor-model-parallel-size": 2}], found
 
 
+MODEL = ("--num-layers 12 --hidden-size 1024 --seq-length 1024 --max-position-embeddings 1024 "
+         "--micro-batch-size 1 --vocab-size 1000 --bf16 --num-attention-heads 16 ")
+
+
+def violation_of(rule_id, argv):
+    layout, _ = flags.parse_layout((MODEL + argv).split())
+    result = rules.check(layout)
+    return layout, result, next(v for v in result.violations if v.rule == rule_id)
+
+
 def test_interleaved_group_fix_is_never_an_empty_range():
     """The issue's example: PP 6, 3 microbatches, VPP: no '[6, 3]' range."""
-    argv = ("--world-size 6 --pipeline-model-parallel-size 6 "
-            "--num-virtual-stages-per-pipeline-rank 2 --num-attention-heads 16 --num-layers 12 "
-            "--hidden-size 1024 --seq-length 1024 --max-position-embeddings 1024 "
-            "--micro-batch-size 1 --global-batch-size 3 --vocab-size 1000 --bf16").split()
-    layout, _ = flags.parse_layout(argv)
-    result = rules.check(layout)
-    v = next(v for v in result.violations if v.rule == "interleaved-microbatch-group")
+    layout, result, v = violation_of(
+        "interleaved-microbatch-group", "--world-size 6 --pipeline-model-parallel-size 6 "
+        "--num-virtual-stages-per-pipeline-rank 2 --global-batch-size 3")
     assert "[6, 3]" not in v.fix and "--global-batch-size 6" in v.fix
     assert {"--global-batch-size": 6} in v.suggestions
     assert_all_valid(layout, result)
@@ -84,13 +90,9 @@ def test_interleaved_group_fix_is_never_an_empty_range():
 def test_query_group_fix_respects_the_heads_rule():
     """The issue's example: 5 query groups, TP 2, 16 heads: TP 5 or 10 would
     break heads % TP; only TP 1 works."""
-    argv = ("--world-size 16 --tensor-model-parallel-size 2 --num-attention-heads 16 "
-            "--group-query-attention --num-query-groups 5 --num-layers 12 --hidden-size 1024 "
-            "--seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 1 "
-            "--global-batch-size 32 --vocab-size 1000 --bf16").split()
-    layout, _ = flags.parse_layout(argv)
-    result = rules.check(layout)
-    v = next(v for v in result.violations if v.rule == "query-groups-vs-tp")
+    _, _, v = violation_of("query-groups-vs-tp",
+                           "--world-size 16 --tensor-model-parallel-size 2 "
+                           "--group-query-attention --num-query-groups 5 --global-batch-size 32")
     assert "use TP in 1 " in v.fix and "5" not in v.fix.split("(")[0].replace("use TP in 1", "")
     assert v.suggestions == [{"--tensor-model-parallel-size": 1}]
 
