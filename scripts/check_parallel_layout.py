@@ -127,6 +127,10 @@ def text_report(layout, result, unknown, extra):
                      "--num-attention-heads and a valid split)")
     lines.append(f"Rules and flags of megatron-core {layout.megatron_version} "
                  f"({extra['version_source']})")
+    if result.unverified:
+        lines.append(f"Applied as in 0.19.2, not found in {layout.megatron_version}'s sources "
+                     "(reworded, scoped differently or absent there): "
+                     + " ".join(result.unverified))
     sorted_flags = extra["flags"]
     if sorted_flags["irrelevant"]:
         lines.append("Known to Megatron-LM, not used for the layout: "

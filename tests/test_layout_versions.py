@@ -148,3 +148,43 @@ def test_rules_agree_with_the_installed_0_16_1():
         assert data["megatron_version_source"] == "installed megatron-core"
         messages = [v["message"] for v in data["violations"]]
         assert messages == ([] if verdict[name] is None else [verdict[name]]), (name, messages)
+
+
+def _rule_messages():
+    """{rule id: its message on the rule corpus trigger} (0.19.2 wording)."""
+    from parallel_layout import flags as F, rules as R
+    from test_layout_rules import argv_for
+    out = {}
+    for rule in R.RULES:
+        if rule.kind != "error":
+            continue
+        layout, _ = F.parse_layout(argv_for(rule.id))
+        found = [v.message for v in R.check(layout, suggest=False).violations if v.rule == rule.id]
+        out[rule.id] = " ".join(found[0].split())
+    return out
+
+
+def test_rule_version_ranges_are_where_the_message_is_in_the_released_source():
+    """A rule whose versions are a plain range 'A-B' has its message in the
+    sources of exactly the indexed releases A to B (release index, compiled
+    from the released sources); the others explain their history and are
+    tested above."""
+    import re
+    from release_index import RELEASES, load
+    from parallel_layout import rules as R
+    patterns = {}
+    for version in RELEASES:
+        patterns[version] = [re.compile(re.escape(" ".join(m["text"].split())).replace(
+            re.escape("{}"), ".*?") + "$") for m in load(version).messages()
+            if len(m["text"]) >= 12]
+    messages = _rule_messages()
+    checked = 0
+    for rule in R.RULES:
+        if rule.kind != "error" or not re.fullmatch(r"\d+\.\d+\.\d+-\d+\.\d+\.\d+", rule.versions):
+            continue
+        found = [v for v in RELEASES if any(p.match(messages[rule.id]) for p in patterns[v])]
+        first, last = rule.versions.split("-")
+        assert found == list(RELEASES[RELEASES.index(first):RELEASES.index(last) + 1]), \
+            (rule.id, found)
+        checked += 1
+    assert checked >= 25

@@ -69,6 +69,9 @@ class Result:
     derived: dict
     skipped: list
     memory: Optional[dict] = None
+    # error rules applied as 0.19.2 has them, whose message the chosen
+    # release's sources do not contain (see Rule.versions)
+    unverified: list = dataclasses.field(default_factory=list)
 
     def to_dict(self):
         return {
@@ -78,6 +81,7 @@ class Result:
             "derived": self.derived,
             "memory": self.memory,
             "skipped_rules": self.skipped,
+            "rules_unverified_for_release": self.unverified,
         }
 
 
@@ -1137,22 +1141,23 @@ STEP = CALC.replace("ConstantNumMicroBatchesCalculator", "StepBatchsizeNumMicroB
 RULES = (
     _r("unknown-flag", "error", "megatron/training/arguments.py parse_args (argparse)",
        unknown_flags, versions="0.12.3-0.19.2: each release's own flag set (release index)"),
-    _r("world-divisible", "error", ARGS + "; " + PS, world_divisible),
-    _r("expert-grid-divisible", "error", PS, expert_grid_divisible),
-    _r("heads-divisible-by-tp", "error", TC, heads_tp),
+    _r("world-divisible", "error", ARGS + "; " + PS, world_divisible, versions="0.12.3-0.19.2"),
+    _r("expert-grid-divisible", "error", PS, expert_grid_divisible, versions="0.12.3-0.19.2"),
+    _r("heads-divisible-by-tp", "error", TC, heads_tp, versions="0.12.3-0.19.2"),
     _r("query-groups-vs-tp", "error", TC, query_groups_tp,
-       versions="0.16.1-0.19.2: multiple or divisor; 0.12.3-0.15.3: multiple only"),
+       versions="0.12.3-0.19.2: multiple only to 0.15.3, multiple or divisor from "
+                "0.16.1"),
     _r("hidden-divisible-by-heads", "error", ARGS, hidden_heads),
-    _r("ep-needs-experts", "error", ARGS, ep_needs_experts),
-    _r("experts-divisible-by-ep", "error", ARGS, experts_ep),
-    _r("seq-divisible-by-2cp", "error", ARGS, seq_cp),
-    _r("max-position-covers-seq", "error", ARGS, max_pos),
-    _r("vpp-options-exclusive", "error", ARGS, vpp_exclusive),
-    _r("pipeline-layout", "error", ARGS + "; " + LAYOUT, layout_string),
-    _r("pipeline-layout-conflicts", "error", TC, layout_conflicts),
-    _r("uneven-with-account-split", "error", TC, uneven_with_account),
-    _r("layers-per-virtual-stage", "error", ARGS, layers_per_vp_stage_flag),
-    _r("layers-divisible-by-pp", "error", ARGS, even_split),
+    _r("ep-needs-experts", "error", ARGS, ep_needs_experts, versions="0.12.3-0.19.2"),
+    _r("experts-divisible-by-ep", "error", ARGS, experts_ep, versions="0.12.3-0.19.2"),
+    _r("seq-divisible-by-2cp", "error", ARGS, seq_cp, versions="0.12.3-0.19.2"),
+    _r("max-position-covers-seq", "error", ARGS, max_pos, versions="0.12.3-0.19.2"),
+    _r("vpp-options-exclusive", "error", ARGS, vpp_exclusive, versions="0.13.1-0.19.2"),
+    _r("pipeline-layout", "error", ARGS + "; " + LAYOUT, layout_string, versions="0.13.1-0.19.2"),
+    _r("pipeline-layout-conflicts", "error", TC, layout_conflicts, versions="0.13.1-0.19.2"),
+    _r("uneven-with-account-split", "error", TC, uneven_with_account, versions="0.12.3-0.19.2"),
+    _r("layers-per-virtual-stage", "error", ARGS, layers_per_vp_stage_flag, versions="0.12.3-0.19.2"),
+    _r("layers-divisible-by-pp", "error", ARGS, even_split, versions="0.12.3-0.19.2"),
     _r("uneven-stages", "error", TC, uneven_stages,
        versions="0.12.3-0.19.2; the Mismatch check (middle layers vs middle stages) from 0.16.1"),
     _r("uneven-stages-overflow", "error", TC, uneven_negative,
@@ -1160,34 +1165,35 @@ RULES = (
                 "count divides the negative remainder; get_num_layers_to_build then returns a "
                 "negative layer count for the middle stages (e.g. [5, -1, -1, 5] for 8 layers "
                 "on PP=4)"),
-    _r("account-split-with-vpp", "error", TC, account_split),
+    _r("account-split-with-vpp", "error", TC, account_split, versions="0.12.3-0.19.2"),
     _r("vpp-layers-at-build", "error", BLOCK, vpp_even_build,
-       late="when the model is built (get_num_layers_to_build)"),
-    _r("moe-bias-needs-etp1", "error", TC, moe_bias_etp),
-    _r("moe-ffn-without-experts", "error", TC, moe_ffn_without_experts),
+       late="when the model is built (get_num_layers_to_build)", versions="0.12.3-0.19.2"),
+    _r("moe-bias-needs-etp1", "error", TC, moe_bias_etp, versions="0.15.3-0.19.2"),
+    _r("moe-ffn-without-experts", "error", TC, moe_ffn_without_experts, versions="0.18.2-0.19.2"),
     _r("moe-layer-pattern-length", "error",
        "megatron/core/models/gpt/gpt_layer_specs.py get_gpt_decoder_block_spec",
-       moe_pattern_length, late="when the GPT layer specs are built"),
-    _r("interleaved-needs-pp", "error", ARGS, vpp_needs_pp),
-    _r("distributed-optimizer-instances", "error", PS, distopt_instances),
-    _r("global-batch-divisible", "error", ARGS + "; " + CALC, global_batch),
+       moe_pattern_length, late="when the GPT layer specs are built", versions="0.12.3-0.19.2"),
+    _r("interleaved-needs-pp", "error", ARGS, vpp_needs_pp, versions="0.12.3-0.19.2"),
+    _r("distributed-optimizer-instances", "error", PS, distopt_instances, versions="0.12.3-0.19.2"),
+    _r("global-batch-divisible", "error", ARGS + "; " + CALC, global_batch, versions="0.18.2-0.19.2"),
     _r("interleaved-microbatch-group", "error", SCHED, interleaved_group,
        late="at the first training step, by the interleaved schedule"),
     _r("ffn-divisible-by-tp", "error", UTILS, ffn_tp,
-       late="when the MLP's linear layers are built"),
+       late="when the MLP's linear layers are built", versions="0.12.3-0.19.2"),
     _r("moe-ffn-divisible-by-etp", "error", UTILS, moe_ffn_etp,
-       late="when the experts' linear layers are built"),
+       late="when the experts' linear layers are built", versions="0.12.3-0.19.2"),
     _r("sequence-parallel-seq-divisible", "error", MAPPINGS, sp_sequence,
-       late="in the first forward pass (scatter into the sequence-parallel region)"),
-    _r("mtp-position-embedding", "error", ARGS, mtp_position),
-    _r("recompute-selective-method", "error", ARGS, recompute_selective_method),
-    _r("recompute-full-settings", "error", TC, recompute_full),
-    _r("recompute-selective-layers", "error", TC, recompute_selective_layers),
-    _r("torch-fsdp2", "error", ARGS, torch_fsdp2),
-    _r("megatron-fsdp-ckpt-format", "error", ARGS, megatron_fsdp_ckpt),
-    _r("torch-dcp", "error", ARGS, torch_dcp),
+       late="in the first forward pass (scatter into the sequence-parallel region)", versions="0.12.3-0.19.2"),
+    _r("mtp-position-embedding", "error", ARGS, mtp_position, versions="0.12.3-0.19.2"),
+    _r("recompute-selective-method", "error", ARGS, recompute_selective_method, versions="0.12.3-0.19.2"),
+    _r("recompute-full-settings", "error", TC, recompute_full, versions="0.12.3-0.19.2"),
+    _r("recompute-selective-layers", "error", TC, recompute_selective_layers, versions="0.12.3-0.19.2"),
+    _r("torch-fsdp2", "error", ARGS, torch_fsdp2, versions="0.12.3-0.19.2"),
+    _r("megatron-fsdp-ckpt-format", "error", ARGS, megatron_fsdp_ckpt, versions="0.18.2-0.19.2"),
+    _r("torch-dcp", "error", ARGS, torch_dcp, versions="0.12.3-0.19.2"),
     _r("hybrid-layer-pattern", "error", ARGS + "; " + HYBRID + " _validate_pattern",
-       hybrid_pattern, versions=V_HYBRID),
+       hybrid_pattern, versions="0.17.1-0.19.2 (--hybrid-layer-pattern added in 0.17.1; the "
+                                "Attention with MLA/DSA message from 0.18.2)"),
     _r("hybrid-pattern-conflicts", "error", ARGS, hybrid_conflicts, versions=V_HYBRID),
     _r("hybrid-segments-divisible-by-pp", "error", ARGS, hybrid_segments_pp,
        versions=V_HYBRID),
@@ -1257,4 +1263,11 @@ def check(layout, rules=RULES, with_memory=True, suggest=None) -> Result:
     if with_memory:
         from . import memory
         mem = memory.estimate(layout)
-    return Result(not violations, violations, warnings, derived, skipped, mem)
+    unverified = [r.id for r in rules if r.kind == "error" and ctx.version < first_release(r)]
+    return Result(not violations, violations, warnings, derived, skipped, mem, unverified)
+
+
+def first_release(rule):
+    """The first release ``rule.versions`` names (its range start, or the single
+    release it was checked against)."""
+    return version_tuple(rule.versions.split("-")[0].split(":")[0].split(" ")[0].split(";")[0])
