@@ -44,7 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from parallel_layout import SCHEMA_VERSION, MEGATRON_CORE_VERSION  # noqa: E402
 from parallel_layout.errors import BadInput  # noqa: E402
-from parallel_layout.flags import add_layout_arguments, layout_from_namespace  # noqa: E402
+from parallel_layout.flags import (add_layout_arguments, layout_from_namespace,  # noqa: E402
+                                   resolve_release_dependent)
 
 PROG = "check_parallel_layout.py"
 MAX_TEXT_RANKS = 64
@@ -253,6 +254,7 @@ def run(argv):
     layout = layout_from_namespace(args)
     layout.other_flags = tuple(unknown)
     layout.megatron_version = version
+    resolve_release_dependent(layout)
     if args.plan_limit < 0:
         raise BadInput("--plan-limit must be >= 0")
     if args.plan and None in (layout.num_layers, layout.hidden_size, layout.num_attention_heads,

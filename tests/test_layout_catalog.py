@@ -154,3 +154,33 @@ def test_verify_agrees_on_an_unknown_flag():
     assert data["verify"]["agrees"] is True
     assert data["verify"]["megatron"]["error"] == "unrecognized arguments: --DDP-impl local"
     assert proc.returncode == 1
+
+
+HYBRID56 = ["--world-size", "24", "--pipeline-model-parallel-size", "3", "--hidden-size", "256",
+                       "--num-attention-heads", "8", "--seq-length", "256",
+                       "--max-position-embeddings", "256", "--micro-batch-size", "1",
+                       "--vocab-size", "1000"]
+
+
+def test_hybrid_layer_pattern_without_pipes_must_split_over_pp():
+    """The issue's miss: 56 layers without '|' on PP 3 fail at model build."""
+    data = json.loads(run(*HYBRID56, "--hybrid-layer-pattern", "M-" * 28, "--json").stdout)
+    assert [v["rule"] for v in data["violations"]] == ["hybrid-pipeline-split"]
+    assert data["derived"]["layers_per_stage"] is None
+    piped = "|".join(["M-" * 7 + "M*" * 2] * 3)
+    ok = json.loads(run(*HYBRID56, "--hybrid-layer-pattern", piped, "--json").stdout)
+    assert ok["valid"] and ok["derived"]["layers_per_stage"] == [18, 18, 18]
+
+
+@pytest.mark.parametrize("version,fires", [("0.19", True), ("0.17", True), ("0.16", False)])
+def test_hybrid_override_pattern_is_an_alias_from_0_17(version, fires):
+    data = json.loads(run(*HYBRID56, "--hybrid-override-pattern", "M-" * 28, "--num-layers", "56",
+                          "--megatron-version", version, "--json").stdout)
+    assert ("hybrid-pipeline-split" in [v["rule"] for v in data["violations"]]) is fires
+
+
+@pytest.mark.slow
+def test_verify_agrees_on_the_hybrid_override_alias():
+    proc = run(*HYBRID56, "--hybrid-override-pattern", "M-" * 28, "--verify", "--json")
+    data = json.loads(proc.stdout)
+    assert data["verify"]["agrees"] and data["verify"]["megatron"]["stage"] == "hybrid_segments"

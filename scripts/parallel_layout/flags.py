@@ -121,6 +121,8 @@ FLAGS = (
     # Flags that change a verdict, a derived size or the rank order.
     Flag("--hybrid-layer-pattern", "hybrid_layer_pattern", "str", None,
          help='hybrid model layers, "|" between pipeline segments, e.g. "M-M-|M-M*-"'),
+    Flag("--hybrid-override-pattern", "hybrid_override_pattern", "str", None,
+         help="deprecated alias of --hybrid-layer-pattern (from 0.17.1)"),
     Flag("--step-batch-size-schedule", "step_batch_size_schedule", "str", None,
          help='e.g. "0:768 250B:1536" (excludes --global-batch-size)'),
     Flag("--use-tp-pp-dp-mapping", "use_tp_pp_dp_mapping", "true", False,
@@ -332,12 +334,27 @@ HYBRID_SYMBOLS = frozenset("MG*D+-E")
 
 def _hybrid_layers(layout):
     """validate_args: --hybrid-layer-pattern sets num_layers to the pattern's
-    layer count (main pattern before the first '/', without '|')."""
+    layer count (main pattern before the first '/', without '|'); from 0.17.1
+    the deprecated --hybrid-override-pattern is copied into it (earlier
+    releases pass it to the Mamba model as it is: not modelled)."""
+    old = (layout.megatron_version or "0.19.2").split(".")[:2]
+    if layout.hybrid_override_pattern is not None and layout.hybrid_layer_pattern is None \
+            and tuple(int(x) for x in old) >= (0, 17):
+        layout.hybrid_layer_pattern = layout.hybrid_override_pattern
+        layout._hybrid_from_override = True
     pattern = layout.hybrid_layer_pattern
     if pattern is None:
         return
     # (invalid symbols are the rule hybrid-layer-pattern's to report)
     layout.num_layers = len(pattern.split("/")[0].replace("|", ""))
+
+
+def resolve_release_dependent(layout):
+    """Re-derive what depends on the release once ``megatron_version`` is set."""
+    if getattr(layout, "_hybrid_from_override", False):
+        layout.hybrid_layer_pattern = None
+        layout._hybrid_from_override = False
+    _hybrid_layers(layout)
 
 
 def _check_contradictions(layout):

@@ -863,6 +863,11 @@ HYBRID_CONFLICTS = (
 
 def hybrid_conflicts(c):
     L = c.L
+    if L.hybrid_override_pattern is not None and L.hybrid_layer_pattern is not None \
+            and not getattr(L, "_hybrid_from_override", False) and c.version >= (0, 17):
+        return ("--hybrid-override-pattern and --hybrid-layer-pattern cannot both be specified. "
+                "--hybrid-override-pattern is deprecated; use --hybrid-layer-pattern instead.",
+                "keep only --hybrid-layer-pattern")
     segments = D.hybrid_segments(L)
     if segments is None:
         return None

@@ -78,6 +78,9 @@ def megatron_argv(layout):
                 argv.append(flag.option)
         elif flag.dest == "num_layers" and layout.hybrid_layer_pattern is not None:
             continue  # validate_args derives it from the pattern
+        elif flag.dest == "hybrid_layer_pattern" and getattr(layout, "_hybrid_from_override",
+                                                             False):
+            continue  # the user gave --hybrid-override-pattern; validate_args copies it
         elif value is not None and value != flag.default:
             if flag.kind == "freq" and isinstance(value, list):
                 value = "[" + ",".join(str(v) for v in value) + "]"
