@@ -12,7 +12,7 @@ Every violated rule is reported at once (rule id, Megatron's own message where
 it has one, a concrete fix), with warnings for legal-but-suspect layouts,
 derived sizes (DP, expert DP, microbatches, padded vocabulary, layers per
 stage) and a per-GPU memory estimate.  Megatron-LM flags the checker does not
-use are listed and ignored.  Rules and numbers are for megatron-core 0.19.2
+use are listed.  Rules and numbers follow the chosen release
 (references/parallelism-reference.md gives each rule's source).
 
 Modes:
@@ -22,7 +22,15 @@ Modes:
             them (fits in memory, TP inside a node, bubble + communication)
   --verify  also run Megatron's own validation (needs megatron-core; slow)
 
-Exit codes: 0 valid, 1 invalid layout, 2 bad input (one line on stderr).
+Flags: every Megatron-LM flag of the chosen release is known; flags the
+checker does not use are listed, flags the release does not know are a
+violation (unknown-flag: Megatron-LM exits at argument parsing) with the
+successor and the release that removed them.  --megatron-version X.Y applies
+that release's rules (default: the installed megatron-core, read without
+importing it, else 0.19.2; the report says which).
+
+Exit codes: 0 valid, 1 invalid layout (or, with --verify, Megatron disagrees),
+2 bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from parallel_layout import SCHEMA_VERSION, MEGATRON_CORE_VERSION  # noqa: E402
 from parallel_layout.errors import BadInput  # noqa: E402
-from parallel_layout.flags import add_layout_arguments, layout_from_namespace  # noqa: E402
+from parallel_layout.flags import (add_layout_arguments, layout_from_namespace,  # noqa: E402
+                                   resolve_release_dependent)
 
 PROG = "check_parallel_layout.py"
 MAX_TEXT_RANKS = 64
@@ -60,7 +69,11 @@ def build_parser():
     parser.add_argument("--plan-limit", type=int, default=20, metavar="N",
                         help="layouts to print with --plan (default 20; 0 = all)")
     parser.add_argument("--verify", action="store_true",
-                        help="also run Megatron's own checks (imports megatron-core)")
+                        help="also run the installed Megatron on the whole command; a "
+                             "disagreement exits 1 with both verdicts")
+    parser.add_argument("--megatron-version", metavar="X.Y",
+                        help="apply the rules and flag set of this release (0.12-0.19; "
+                             "default: the installed megatron-core, else 0.19.2)")
     add_layout_arguments(parser)
     return parser
 
@@ -86,6 +99,15 @@ def text_report(layout, result, unknown, extra):
     ]
     for v in result.violations:
         lines += [f"  x [{v.rule}] {v.message}", f"      fix: {v.fix}", f"      source: {v.source}"]
+    shown = []
+    for v in result.violations:  # every violation carries the same whole layouts
+        shown += [s for s in v.suggestions if s not in shown]
+    if shown:
+        from parallel_layout.suggest import as_flags
+        lines.append("Suggested layouts (each passes every rule; paste the flags):")
+        lines += [f"  {i}. {as_flags(s)}" for i, s in enumerate(shown, 1)]
+    elif result.violations:
+        lines.append("Suggested layouts: none found within three flag changes")
     if result.warnings:
         lines.append("Warnings:")
         lines += [f"  ! [{w.rule}] {w.message}" for w in result.warnings]
@@ -104,12 +126,30 @@ def text_report(layout, result, unknown, extra):
     else:
         lines.append("Memory: not estimated (needs --num-layers --hidden-size "
                      "--num-attention-heads and a valid split)")
-    if unknown:
-        lines.append("Ignored (not used by the checker): " + " ".join(unknown))
+    lines.append(f"Rules and flags of megatron-core {layout.megatron_version} "
+                 f"({extra['version_source']})")
+    if result.unverified:
+        lines.append(f"Applied as in 0.19.2, not found in {layout.megatron_version}'s sources "
+                     "(reworded, scoped differently or absent there): "
+                     + " ".join(result.unverified))
+    sorted_flags = extra["flags"]
+    if sorted_flags["irrelevant"]:
+        lines.append("Known to Megatron-LM, not used for the layout: "
+                     + " ".join(sorted_flags["irrelevant"]))
+    if sorted_flags["unknown"]:
+        lines.append("Unknown to this release (Megatron-LM exits at argument parsing): "
+                     + " ".join(u["flag"] for u in sorted_flags["unknown"]))
     if "ranks" in extra:
         lines += rank_map_lines(layout, extra["ranks"], extra["rank_map"])
     if "verify" in extra:
-        lines.append("Megatron verify: " + json.dumps(extra["verify"]))
+        v = extra["verify"]
+        if v.get("available") and not v["agrees"]:
+            lines.append("DISAGREEMENT with Megatron: checker says "
+                         f"{'valid' if result.valid else 'invalid'}; Megatron "
+                         f"{'accepts' if v['megatron']['accepted'] else 'rejects'}"
+                         + (f" at {v['megatron']['stage']}: {v['megatron']['error']}"
+                            if not v['megatron']['accepted'] else ""))
+        lines.append("Megatron verify: " + json.dumps(v))
     return "\n".join(lines)
 
 
@@ -130,7 +170,7 @@ def rank_map_lines(layout, groups, rank_map):
     return lines
 
 
-def plan_lines(plans, limit):
+def plan_lines(plans, limit, own_rank=None):
     lines = [f"{len(plans)} valid layout(s), best first:"]
     header = "  TP  PP  CP  EP ETP    DP  mbs  fits  bubble  comm   mem/GPU     flags"
     lines.append(header)
@@ -142,7 +182,47 @@ def plan_lines(plans, limit):
             f"{p['expert_tensor_parallel_size']:>3} {p['data_parallel_size']:>5} "
             f"{str(p['num_microbatches']):>4} {fits:>5} {p['pipeline_bubble_fraction']:>7.1%} "
             f"{p['communication_share']:>5.1%} {gib(p['total_bytes_per_gpu']):>11}  {p['flags']}")
+    lines.append(f"Your layout's sizes (TP, PP, CP, EP, ETP) rank {own_rank} of {len(plans)} "
+                 "(the plan uses even splits without VPP)." if own_rank else
+                 "Your layout is not among them (it is invalid).")
     return "\n".join(lines)
+
+
+def resolve_version(requested):
+    """(release, source): --megatron-version, the installed megatron-core
+    (importlib.metadata, never imported) or the default 0.19.2."""
+    try:
+        from release_index import resolve_version as resolve
+    except ImportError:  # the bundle without the release index
+        if requested:
+            raise BadInput("--megatron-version needs scripts/release_index") from None
+        return MEGATRON_CORE_VERSION, "default"
+    try:
+        return resolve(requested)
+    except ValueError as exc:
+        raise BadInput(f"--megatron-version: {exc}") from None
+
+
+def classify_flags(argv, layout):
+    from parallel_layout.catalog import classify
+    from parallel_layout.flags import FLAGS
+    checker = {a.option_strings[0] for a in build_parser()._actions if a.option_strings}
+    megatron = {f.option for f in FLAGS}
+    own = checker - megatron  # the checker's own options are not Megatron's
+    tokens = [t for t, _ in _strip_own(argv, own)]
+    return classify(tokens, layout.megatron_version, megatron)
+
+
+def _strip_own(argv, own):
+    """The arguments without the checker's own options and their values."""
+    from parallel_layout.catalog import split_flags
+    out = []
+    for option, values in split_flags(argv):
+        if option in own:
+            continue
+        for token in ([option] if option else []) + values:
+            out.append((token, option))
+    return out
 
 
 def collect_extra(args, layout, result):
@@ -151,8 +231,10 @@ def collect_extra(args, layout, result):
             and layout.world_size % result.derived["expert_tensor_parallel_size"] == 0 \
             and not any(v.rule == "expert-grid-divisible" for v in result.violations):
         from parallel_layout import ranks
-        extra["ranks"] = ranks.rank_groups(layout)
-        coords = ranks.rank_coordinates(layout)
+        order = ranks.layout_order(layout)
+        extra["ranks"] = ranks.rank_groups(layout, order=order)
+        extra["rank_order"] = order
+        coords = ranks.rank_coordinates(layout, order=order)
         n = layout.gpus_per_node
         extra["rank_map"] = [{"rank": r, "node": r // n, "gpu": r % n, "coords": c}
                              for r, c in enumerate(coords)]
@@ -168,7 +250,11 @@ def collect_extra(args, layout, result):
 def run(argv):
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
+    version, source = resolve_version(args.megatron_version)
     layout = layout_from_namespace(args)
+    layout.other_flags = tuple(unknown)
+    layout.megatron_version = version
+    resolve_release_dependent(layout)
     if args.plan_limit < 0:
         raise BadInput("--plan-limit must be >= 0")
     if args.plan and None in (layout.num_layers, layout.hidden_size, layout.num_attention_heads,
@@ -178,28 +264,34 @@ def run(argv):
     from parallel_layout import rules
     result = rules.check(layout)
     extra = collect_extra(args, layout, result)
+    extra["version_source"] = source
+    extra["flags"] = classify_flags(argv, layout)
     plans = None
     if args.plan:
         from parallel_layout import plan
         plans = plan.enumerate_layouts(layout)
+        own_rank = plan.rank_of(layout, plans) if result.valid else None
     if args.json:
-        out = {"schema_version": SCHEMA_VERSION, "megatron_core_version": MEGATRON_CORE_VERSION}
+        out = {"schema_version": SCHEMA_VERSION, "megatron_core_version": version,
+               "megatron_version_source": source}
         out.update(result.to_dict())
         out["ignored_flags"] = unknown
-        out.update({k: v for k, v in extra.items()})
+        out.update({k: v for k, v in extra.items() if k != "version_source"})
         if plans is not None:
             out["plan"] = plans[:args.plan_limit or None]
             out["plan_count"] = len(plans)
+            out["plan_rank"] = own_rank
         print(json.dumps(out))
     else:
         if extra.get("ranks") is None and args.ranks:
             extra.pop("ranks")
         print(text_report(layout, result, unknown, extra))
         if plans is not None:
-            print(plan_lines(plans, args.plan_limit))
+            print(plan_lines(plans, args.plan_limit, own_rank))
     if args.plan:
         return 0 if plans else 1
-    return 0 if result.valid else 1
+    disagrees = args.verify and extra["verify"].get("available") and not extra["verify"]["agrees"]
+    return 0 if result.valid and not disagrees else 1
 
 
 def main(argv=None):

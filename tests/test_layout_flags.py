@@ -51,11 +51,16 @@ def test_flag_matches_megatron_parser(flag, megatron_actions):
     action = megatron_actions.get(flag.option)
     assert action is not None, f"{flag.option} is not a Megatron-LM flag in 0.19.2"
     assert action.dest == flag.dest
-    assert action.default == flag.default, (flag.option, action.default, flag.default)
+    default = action.default.name if flag.kind == "enum" else action.default
+    assert default == flag.default, (flag.option, action.default, flag.default)
     if flag.kind in KIND_TO_ACTION:
         assert type(action).__name__ == KIND_TO_ACTION[flag.kind]
     elif flag.kind == "choice":
         assert tuple(action.choices) == tuple(flag.choices)
+    elif flag.kind == "enum":
+        assert tuple(c.name for c in action.choices) == tuple(flag.choices)
+    elif flag.kind == "float":
+        assert action.type is float
     elif flag.kind in ("size", "count"):
         assert action.type is int
     elif flag.kind == "str":

@@ -80,3 +80,51 @@ def test_megatron_accepts_published_layout(entry):
         warnings.simplefilter("ignore")
         verdict = verify.megatron_verdict(layout)
     assert verdict["accepted"], verdict
+
+
+# The Megatron-Core weak-scaling benchmarks ran with --overlap-param-gather (README,
+# "Communication optimizations"), which validate_args accepts only with the distributed
+# optimizer ('--overlap-param-gather only supported with distributed optimizer, megatron
+# fsdp, or dist_muon'): those runs used --use-distributed-optimizer.
+PUBLISHED_GPU_GIB = 80  # A100-80GB (PTD-P) and H100 80GB (Megatron-Core benchmarks)
+RANKS = {}
+
+
+def plan_argv(entry):
+    argv = entry_argv(entry) + ["--gpu-memory-gib", str(PUBLISHED_GPU_GIB)]
+    if entry["micro_batch_size"] is None:
+        argv += ["--micro-batch-size", "1"]
+    if "--overlap-param-gather" in entry["notes"] or "overlap-param-gather" in entry["notes"]:
+        argv += ["--use-distributed-optimizer"]
+    return argv
+
+
+def test_overlap_param_gather_needs_the_distributed_optimizer():
+    """The inference above rests on this assert of the installed source."""
+    import inspect
+    import re
+    import megatron.training.arguments as A
+    flat = re.sub(r"['\"]\s*\n\s*['\"]", "", inspect.getsource(A))
+    assert "'--overlap-param-gather only supported with distributed optimizer" in flat
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["name"] for e in ENTRIES])
+def test_published_layout_fits_and_is_ranked_by_the_plan(entry):
+    """Valid, fits in 80 GiB with the measured activation model, and found by --plan."""
+    from parallel_layout import plan
+    layout, _ = flags.parse_layout(plan_argv(entry))
+    result = rules.check(layout, suggest=False)
+    assert result.valid, [(v.rule, v.message) for v in result.violations]
+    assert result.memory["fits"], result.memory["total_bytes_per_gpu"] / 2 ** 30
+    plans = plan.enumerate_layouts(layout)
+    rank = plan.rank_of(layout, plans)
+    assert rank is not None
+    RANKS[entry["name"]] = (rank, len(plans))
+
+
+def test_published_ranks_are_reported():
+    if len(RANKS) < len(ENTRIES):
+        pytest.skip("run with the ranking test")
+    print("\npublished layouts under --plan: " + "; ".join(
+        f"{name}: {r} of {n}" for name, (r, n) in RANKS.items()))
+    assert all(r <= n for r, n in RANKS.values())

@@ -27,6 +27,16 @@ BASE = ("--world-size 8 --num-layers 8 --hidden-size 64 --num-attention-heads 8 
 MOE = " --num-experts 8 --disable-bias-linear --moe-ffn-hidden-size 32"
 
 TRIGGERS = {
+    "unknown-flag": " --DDP-impl local",
+    "hybrid-layer-pattern": " --hybrid-layer-pattern *-+-",
+    "hybrid-pattern-conflicts": " --hybrid-layer-pattern M-|M- --pipeline-model-parallel-size 2 "
+                                "--decoder-first-pipeline-num-layers 2",
+    "hybrid-segments-divisible-by-pp": " --hybrid-layer-pattern M-|M-|M- "
+                                       "--pipeline-model-parallel-size 2",
+    "hybrid-pipeline-split": " --hybrid-layer-pattern M-M-M- --pipeline-model-parallel-size 4",
+    "step-batch-size-schedule": " --step-batch-size-schedule 0:8 --global-batch-size 8",
+    "step-batch-size-divisible": " --step-batch-size-schedule 0:8,100:12",
+    "decoder-seq-length": " --decoder-seq-length 128",
     "world-divisible": " --tensor-model-parallel-size 3",
     "expert-grid-divisible": " --tensor-model-parallel-size 2 --expert-model-parallel-size 8" + MOE,
     "heads-divisible-by-tp": " --tensor-model-parallel-size 8 --num-attention-heads 4 "
@@ -143,7 +153,7 @@ def argv_for(rule_id):
 
 def fired(rule_id):
     layout, unknown = flags.parse_layout(argv_for(rule_id))
-    assert unknown == []
+    assert unknown == ([] if rule_id != "unknown-flag" else ["--DDP-impl", "local"])
     result = rules.check(layout)
     return layout, result
 

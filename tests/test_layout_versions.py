@@ -32,3 +32,159 @@ def test_query_groups_had_to_be_a_multiple_of_tp_in_0_15(version):
     src = _source(version)
     assert DIVISOR_RULE not in src
     assert "if self.num_query_groups % self.tensor_model_parallel_size != 0:" in src
+
+
+# ---------------------------------------------------------------- --megatron-version
+
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+ROOT = str(mdtools.REPO)
+CLI = os.path.join(ROOT, "scripts", "check_parallel_layout.py")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+GQA_TP8 = ("--world-size 8 --tensor-model-parallel-size 8 --num-layers 4 --hidden-size 1024 "
+           "--num-attention-heads 16 --group-query-attention --num-query-groups 2").split()
+MISMATCH = ("--world-size 4 --pipeline-model-parallel-size 4 --num-layers 8 --hidden-size 64 "
+            "--num-attention-heads 8 --decoder-first-pipeline-num-layers 4 "
+            "--decoder-last-pipeline-num-layers 4").split()
+ARGS_PY = "megatron/training/arguments.py"
+
+
+def checker(argv, version, python=sys.executable):
+    out = subprocess.run([python, CLI, *argv, "--json", "--megatron-version", version],
+                         capture_output=True, text=True, timeout=120)
+    return json.loads(out.stdout)
+
+
+def test_query_groups_dividing_tp_rejected_on_0_15_accepted_on_0_16():
+    old = checker(GQA_TP8, "0.15")
+    assert old["megatron_core_version"] == "0.15.3"
+    assert [v["rule"] for v in old["violations"]] == ["query-groups-vs-tp"]
+    assert old["violations"][0]["message"] == ("num_query_groups (2) must be a multiple of "
+                                               "tensor_model_parallel_size (8).")
+    new = checker(GQA_TP8, "0.16")
+    assert new["valid"] and new["megatron_core_version"] == "0.16.1"
+
+
+def test_the_0_15_message_is_the_0_15_source():
+    src = _source("0.15.3")
+    assert ("num_query_groups ({self.num_query_groups}) must be a multiple of "
+            "tensor_model_parallel_size ({self.tensor_model_parallel_size}).") in " ".join(
+                src.split()).replace('" f"', "").replace("' f'", "")
+
+
+@pytest.mark.parametrize("version,has", [("0.15.3", False), ("0.16.1", True), ("0.19.2", True)])
+def test_uneven_mismatch_check_exists_from_0_16(version, has):
+    assert ("middle layers remaining but" in _source(version)) is has
+    verdict = checker(MISMATCH, version)
+    assert ("uneven-stages" in [v["rule"] for v in verdict["violations"]]) is has
+
+
+@pytest.mark.parametrize("version,bound_to_cp", [("0.12.3", True), ("0.13.1", False),
+                                                 ("0.19.2", False)])
+def test_cuda_device_max_connections_precedence(version, bound_to_cp):
+    """0.12.3 writes 'tp > 1 or cp > 1 and arch < 10' (the arch test binds to CP):
+    TP > 1 is asserted on Blackwell too; 0.13.1 on parenthesizes the condition."""
+    try:
+        src = upstream_sources.source_at(version, ARGS_PY)
+    except upstream_sources.Unavailable as exc:
+        pytest.skip(f"cannot read megatron-core {version}: {exc}")
+    flat = " ".join(src.split())
+    unbound = ("if args.tensor_model_parallel_size > 1 or args.context_parallel_size > 1 and "
+               "get_device_arch_version() < 10:")
+    assert (unbound in flat) is bound_to_cp
+    warning = next(w for w in checker(GQA_TP8, version)["warnings"]
+                   if w["rule"] == "cuda-device-max-connections")
+    assert ("Blackwell included" in warning["message"]) is bound_to_cp
+
+
+OLD_PY = os.path.join(os.environ.get("OLD_VENV", os.path.join(ROOT, ".venv-0161")), "bin",
+                      "python")
+OLD_PROBE = r"""
+import json, sys, warnings
+warnings.simplefilter("ignore")
+from megatron.core.transformer.transformer_config import TransformerConfig
+out = {}
+for name, kw in (("gqa", dict(num_layers=4, hidden_size=1024, num_attention_heads=16,
+                              num_query_groups=2, tensor_model_parallel_size=8)),
+                 ("mismatch", dict(num_layers=8, hidden_size=64, num_attention_heads=8,
+                                   pipeline_model_parallel_size=4,
+                                   num_layers_in_first_pipeline_stage=4,
+                                   num_layers_in_last_pipeline_stage=4,
+                                   pipeline_dtype=__import__("torch").bfloat16))):
+    try:
+        TransformerConfig(**kw)
+        out[name] = None
+    except (AssertionError, ValueError) as exc:
+        out[name] = str(exc)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_rules_agree_with_the_installed_0_16_1():
+    """Under the real megatron-core 0.16.1 (tests/fixtures/make_old_env.sh):
+    TransformerConfig accepts 2 query groups with TP 8 and raises the uneven
+    Mismatch; the checker, run by the same interpreter with no
+    --megatron-version, resolves the installed 0.16.1 and agrees."""
+    if not os.path.exists(OLD_PY):
+        r = subprocess.run(["bash", os.path.join(ROOT, "tests", "fixtures", "make_old_env.sh")],
+                           capture_output=True, text=True, timeout=900)
+        if r.returncode == 3:
+            pytest.skip("no Python 3.11 to build megatron-core 0.16.1 with: " + r.stderr.strip())
+        assert r.returncode == 0, r.stderr[-3000:]
+    real = subprocess.run([OLD_PY, "-c", OLD_PROBE], capture_output=True, text=True,
+                          timeout=300)
+    assert real.returncode == 0, real.stderr[-2000:]
+    verdict = json.loads(real.stdout.strip().splitlines()[-1])
+    assert verdict["gqa"] is None
+    for argv, name in ((GQA_TP8, "gqa"), (MISMATCH, "mismatch")):
+        out = subprocess.run([OLD_PY, CLI, *argv, "--json"], capture_output=True, text=True,
+                             timeout=120)
+        data = json.loads(out.stdout)
+        assert data["megatron_core_version"] == "0.16.1"
+        assert data["megatron_version_source"] == "installed megatron-core"
+        messages = [v["message"] for v in data["violations"]]
+        assert messages == ([] if verdict[name] is None else [verdict[name]]), (name, messages)
+
+
+def _rule_messages():
+    """{rule id: its message on the rule corpus trigger} (0.19.2 wording)."""
+    from parallel_layout import flags as F, rules as R
+    from test_layout_rules import argv_for
+    out = {}
+    for rule in R.RULES:
+        if rule.kind != "error":
+            continue
+        layout, _ = F.parse_layout(argv_for(rule.id))
+        found = [v.message for v in R.check(layout, suggest=False).violations if v.rule == rule.id]
+        out[rule.id] = " ".join(found[0].split())
+    return out
+
+
+def test_rule_version_ranges_are_where_the_message_is_in_the_released_source():
+    """A rule whose versions are a plain range 'A-B' has its message in the
+    sources of exactly the indexed releases A to B (release index, compiled
+    from the released sources); the others explain their history and are
+    tested above."""
+    import re
+    from release_index import RELEASES, load
+    from parallel_layout import rules as R
+    patterns = {}
+    for version in RELEASES:
+        patterns[version] = [re.compile(re.escape(" ".join(m["text"].split())).replace(
+            re.escape("{}"), ".*?") + "$") for m in load(version).messages()
+            if len(m["text"]) >= 12]
+    messages = _rule_messages()
+    checked = 0
+    for rule in R.RULES:
+        if rule.kind != "error" or not re.fullmatch(r"\d+\.\d+\.\d+-\d+\.\d+\.\d+", rule.versions):
+            continue
+        found = [v for v in RELEASES if any(p.match(messages[rule.id]) for p in patterns[v])]
+        first, last = rule.versions.split("-")
+        assert found == list(RELEASES[RELEASES.index(first):RELEASES.index(last) + 1]), \
+            (rule.id, found)
+        checked += 1
+    assert checked >= 25

@@ -102,8 +102,41 @@ def moe_ffn_hidden_size(layout):
     return layout.moe_ffn_hidden_size or ffn_hidden_size(layout)
 
 
+def step_schedule(layout):
+    """--step-batch-size-schedule as [(threshold, batch size)] (StepBatchsize-
+    NumMicroBatchesCalculator._parse_schedule), or None; raises ValueError."""
+    text = getattr(layout, "step_batch_size_schedule", None)
+    if text is None:
+        return None
+    suffix = {"K": 10 ** 3, "M": 10 ** 6, "B": 10 ** 9, "T": 10 ** 12}
+
+    def number(part):
+        part = part.strip().upper()
+        mult = suffix.get(part[-1:], 1)
+        return int(float(part[:-1] if mult > 1 else part) * mult)
+
+    out = []
+    for entry in text.strip().replace(",", " ").split():
+        if ":" not in entry:
+            raise ValueError(f'Invalid schedule entry "{entry}". Expected format: '
+                             '"THRESHOLD:BATCH_SIZE"')
+        threshold, size = entry.split(":", 1)
+        t = number(threshold)
+        if layout.seq_length:
+            t //= layout.seq_length
+        out.append((t, number(size)))
+    return sorted(out)
+
+
 def global_batch_size(layout):
-    """validate_args: default global batch = micro * DP."""
+    """validate_args: default global batch = micro * DP; with a step schedule,
+    the calculator's global batch is the last entry's."""
+    try:
+        schedule = step_schedule(layout)
+    except (ValueError, OverflowError):
+        schedule = None
+    if schedule and layout.global_batch_size is None:
+        return schedule[-1][1]
     if layout.global_batch_size is not None:
         return layout.global_batch_size
     dp = data_parallel_size(layout)
@@ -116,6 +149,12 @@ def num_microbatches(layout):
     """ConstantNumMicroBatchesCalculator: global // (micro * DP)."""
     dp = data_parallel_size(layout)
     gbs = global_batch_size(layout)
+    try:
+        schedule = step_schedule(layout)
+    except (ValueError, OverflowError):
+        schedule = None
+    if schedule and layout.global_batch_size is None:
+        gbs = min(size for _, size in schedule)  # the fewest microbatches of the schedule
     if dp is None or gbs is None or layout.micro_batch_size is None:
         return None
     per_step = layout.micro_batch_size * dp
@@ -153,12 +192,27 @@ def unroll_layout(text):
     return stages
 
 
+def hybrid_segments(layout):
+    """--hybrid-layer-pattern's pipeline segments (main pattern split at '|'),
+    or None without a pattern (hybrid_layer_allocation.select_pipeline_segment)."""
+    pattern = getattr(layout, "hybrid_layer_pattern", None)
+    if pattern is None:
+        return None
+    main = pattern.split("/")[0]
+    return main.split("|") if main else [""]
+
+
 def virtual_pipeline_size(layout):
     """validate_args: VPP from the layout string, --num-virtual-stages-per-
     pipeline-rank, or layers per stage // --num-layers-per-virtual-pipeline-
     stage; a result of 1 means no interleaving (None)."""
     pp = layout.pipeline_model_parallel_size
     vpp = None
+    segments = hybrid_segments(layout)
+    if segments is not None:
+        # validate_args derives VPP from the '|' segments (None without pipes)
+        n = len(segments)
+        return n // pp if n > pp and n % pp == 0 else None
     if layout.pipeline_model_parallel_layout is not None:
         try:
             stages = len(unroll_layout(layout.pipeline_model_parallel_layout))
@@ -195,6 +249,14 @@ def stage_table(layout):
     vpp = virtual_pipeline_size(layout) or 1
     if pp * vpp > MAX_STAGE_CELLS:
         return None
+    segments = hybrid_segments(layout)
+    if segments is not None and len(segments) > 1:
+        if len(segments) % pp:
+            return None
+        vpp = len(segments) // pp
+        layers = [[len(segments[v * pp + r]) for v in range(vpp)] for r in range(pp)]
+        return {"layers": layers, "mtp": [[0] * vpp for _ in range(pp)],
+                "embedding_rank": 0, "loss_rank": pp - 1}
     if layout.pipeline_model_parallel_layout is not None:
         return _stage_table_from_string(layout, pp, vpp)
     L = layout.num_layers

@@ -22,7 +22,8 @@ from typing import NamedTuple, Optional
 from .errors import BadInput
 
 # kind: "size" (int >= 1), "count" (int >= 0), "true"/"false" (store_true /
-# store_false), "choice", "str", "freq" (int or Python list literal of 0/1).
+# store_false), "choice", "enum" (a choice Megatron stores as an enum member
+# of that name), "float" (>= 0), "str", "freq" (int or Python list literal of 0/1).
 class Flag(NamedTuple):
     option: str
     dest: str
@@ -102,6 +103,33 @@ FLAGS = (
     Flag("--recompute-method", "recompute_method", "choice", None, ("uniform", "block")),
     Flag("--recompute-num-layers", "recompute_num_layers", "size", None),
     Flag("--recompute-activations", "recompute_activations", "true", False),
+    # Activation memory (parallel_layout.activations).
+    Flag("--attention-backend", "attention_backend", "enum", "auto",
+         ("flash", "fused", "unfused", "local", "auto"),
+         help="flash/fused/auto keep no s x s scores; unfused/local do"),
+    Flag("--transformer-impl", "transformer_impl", "choice", "transformer_engine",
+         ("local", "transformer_engine", "inference_optimized")),
+    Flag("--attention-dropout", "attention_dropout", "float", 0.1),
+    Flag("--hidden-dropout", "hidden_dropout", "float", 0.1),
+    Flag("--attention-softmax-in-fp32", "attention_softmax_in_fp32", "true", False),
+    Flag("--multi-latent-attention", "multi_latent_attention", "true", False),
+    Flag("--qk-head-dim", "qk_head_dim", "size", 128),
+    Flag("--qk-pos-emb-head-dim", "qk_pos_emb_head_dim", "count", 64),
+    Flag("--v-head-dim", "v_head_dim", "size", 128),
+    Flag("--q-lora-rank", "q_lora_rank", "size", None),
+    Flag("--kv-lora-rank", "kv_lora_rank", "size", 32),
+    # Flags that change a verdict, a derived size or the rank order.
+    Flag("--hybrid-layer-pattern", "hybrid_layer_pattern", "str", None,
+         help='hybrid model layers, "|" between pipeline segments, e.g. "M-M-|M-M*-"'),
+    Flag("--hybrid-override-pattern", "hybrid_override_pattern", "str", None,
+         help="deprecated alias of --hybrid-layer-pattern (from 0.17.1)"),
+    Flag("--step-batch-size-schedule", "step_batch_size_schedule", "str", None,
+         help='e.g. "0:768 250B:1536" (excludes --global-batch-size)'),
+    Flag("--use-tp-pp-dp-mapping", "use_tp_pp_dp_mapping", "true", False,
+         help="rank order tp-cp-ep-pp-dp instead of tp-cp-ep-dp-pp"),
+    Flag("--overlap-moe-expert-parallel-comm", "overlap_moe_expert_parallel_comm", "true",
+         False),
+    Flag("--decoder-seq-length", "decoder_seq_length", "size", None),
 )
 
 # Flags of the checker itself (not Megatron's): the cluster shape.
@@ -117,9 +145,16 @@ WORLD_FLAGS = (
 DEFAULT_GPUS_PER_NODE = 8
 
 
+# Not flags: the release the rules follow (--megatron-version, resolved) and
+# the pasted arguments the checker did not parse (other Megatron-LM flags).
+EXTRA_FIELDS = (("megatron_version", None), ("other_flags", ()))
+
+
 def _fields():
     spec = [(f.dest, Optional[object], dataclasses.field(default=f.default))
             for f in FLAGS + WORLD_FLAGS]
+    spec += [(name, Optional[object], dataclasses.field(default=default))
+             for name, default in EXTRA_FIELDS]
     return spec
 
 
@@ -196,7 +231,18 @@ def _eval_pattern(text):
     return ev(ast.parse(text, mode="eval"))
 
 
-_TYPES = {"size": _int_type(1), "count": _int_type(0), "gib": _gib, "freq": _freq, "str": str}
+def _fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text!r}")
+    return value
+
+
+_TYPES = {"size": _int_type(1), "count": _int_type(0), "gib": _gib, "freq": _freq, "str": str,
+          "float": _fraction}
 
 
 def _add(parser, flag):
@@ -204,12 +250,13 @@ def _add(parser, flag):
         parser.add_argument(flag.option, dest=flag.dest, action="store_true", help=flag.help)
     elif flag.kind == "false":
         parser.add_argument(flag.option, dest=flag.dest, action="store_false", help=flag.help)
-    elif flag.kind == "choice":
+    elif flag.kind in ("choice", "enum"):
         parser.add_argument(flag.option, dest=flag.dest, choices=flag.choices,
                             default=flag.default, help=flag.help)
     else:
         parser.add_argument(flag.option, dest=flag.dest, type=_TYPES[flag.kind],
-                            default=flag.default, metavar="N" if flag.kind != "str" else "STR",
+                            default=flag.default,
+                            metavar={"str": "STR", "float": "P"}.get(flag.kind, "N"),
                             help=flag.help)
 
 
@@ -254,6 +301,7 @@ def layout_from_namespace(ns) -> "LayoutInput":
     resolves the world size and raises BadInput on contradictions."""
     values = {f.name: getattr(ns, f.name, f.default) for f in dataclasses.fields(LayoutInput)}
     layout = LayoutInput(**values)
+    _hybrid_layers(layout)
     _resolve_world(layout)
     _check_contradictions(layout)
     return layout
@@ -281,6 +329,34 @@ def _resolve_world(layout):
         raise BadInput(f"--world-size {layout.world_size} is beyond 16,777,216 GPUs")
 
 
+HYBRID_SYMBOLS = frozenset("MG*D+-E")
+
+
+def _hybrid_layers(layout):
+    """validate_args: --hybrid-layer-pattern sets num_layers to the pattern's
+    layer count (main pattern before the first '/', without '|'); from 0.17.1
+    the deprecated --hybrid-override-pattern is copied into it (earlier
+    releases pass it to the Mamba model as it is: not modelled)."""
+    old = (layout.megatron_version or "0.19.2").split(".")[:2]
+    if layout.hybrid_override_pattern is not None and layout.hybrid_layer_pattern is None \
+            and tuple(int(x) for x in old) >= (0, 17):
+        layout.hybrid_layer_pattern = layout.hybrid_override_pattern
+        layout._hybrid_from_override = True
+    pattern = layout.hybrid_layer_pattern
+    if pattern is None:
+        return
+    # (invalid symbols are the rule hybrid-layer-pattern's to report)
+    layout.num_layers = len(pattern.split("/")[0].replace("|", ""))
+
+
+def resolve_release_dependent(layout):
+    """Re-derive what depends on the release once ``megatron_version`` is set."""
+    if getattr(layout, "_hybrid_from_override", False):
+        layout.hybrid_layer_pattern = None
+        layout._hybrid_from_override = False
+    _hybrid_layers(layout)
+
+
 def _check_contradictions(layout):
     if layout.fp16 and layout.bf16:
         raise BadInput("--fp16 and --bf16 contradict each other: choose one")
@@ -301,4 +377,6 @@ def parse_layout(argv):
             raise BadInput("arguments must not contain NUL bytes")
     parser = make_parser()
     ns, unknown = parser.parse_known_args(argv)
-    return layout_from_namespace(ns), unknown
+    layout = layout_from_namespace(ns)
+    layout.other_flags = tuple(unknown)
+    return layout, unknown

@@ -16,13 +16,15 @@ module is more precise where Megatron's is not:
   ``--disable-bias-linear``), the MTP projection, and precision (fp16, bf16,
   fp32 bytes per parameter from Megatron's docs/user-guide/features/
   dist_optimizer.md table), Megatron-FSDP/FSDP2 sharding;
-* activations divide the sequence by CP and follow Korthikanti et al. 2022
-  (Table 2) for the four SP/selective-recompute combinations, plus full
-  recompute.
+* activations per layer come from parallel_layout.activations (measured
+  against real megatron-core layers; the attention backend decides whether
+  the s x s scores are kept), the sequence divided by CP; the in-flight
+  microbatches per stage follow the 1F1B / interleaved schedules.
 """
 
 from __future__ import annotations
 
+from . import activations as A
 from . import derive as D
 
 GIB = 1 << 30
@@ -167,26 +169,46 @@ def weight_bytes(layout):
     return out
 
 
-def per_layer_activation(layout, s, b, moe=False):
-    """Bytes of stored activations per layer and microbatch, times TP
-    (callers divide by TP).  Korthikanti et al. 2022, Table 2, with the MLP
-    term generalised to 4*ffn/h as in theoretical_memory_usage.py."""
+def layer_model_inputs(layout, s, moe=False):
+    """The inputs of activations.layer_bytes_per_token for this layout."""
     h, a = layout.hidden_size, layout.num_attention_heads
-    t = layout.tensor_model_parallel_size
-    ffn = D.ffn_hidden_size(layout)
-    if moe:
-        ffn = D.moe_ffn_hidden_size(layout) * layout.moe_router_topk
-    sp = D.sequence_parallel(layout)
-    recompute = D.recompute_granularity(layout)
-    attention_scores = 5 * a * s / h
-    core = 18 + 4 * ffn / h  # 34 when ffn = 4h
-    if sp:
-        factor = core if recompute == "selective" else core + attention_scores
-    else:
-        factor = 10 * t + (core - 10) + (0 if recompute == "selective" else attention_scores)
-    if recompute == "full":
-        return s * b * h * (2 if sp else 2 * t)
-    return s * b * h * factor
+    kv = D.kv_channels(layout)
+    groups = D.num_query_groups(layout)
+    q_heads = a
+    if layout.multi_latent_attention:
+        # MLA: queries and keys of qk_head_dim + qk_pos_emb_head_dim, values of
+        # v_head_dim, per head (no query groups).
+        kv = layout.qk_head_dim + layout.qk_pos_emb_head_dim
+        groups = a
+    return {
+        "h": h, "heads": q_heads, "groups": groups, "kv_channels": kv,
+        "ffn": D.ffn_hidden_size(layout), "gated": bool(layout.swiglu),
+        "normalization": layout.normalization, "tp": layout.tensor_model_parallel_size,
+        "sp": D.sequence_parallel(layout),
+        "hidden_dropout": (layout.hidden_dropout or 0) > 0,
+        "attention_dropout": (layout.attention_dropout or 0) > 0,
+        "softmax_fp32": bool(layout.attention_softmax_in_fp32),
+        "scores": A.stores_scores(layout.attention_backend, layout.transformer_impl),
+        "recompute": D.recompute_granularity(layout), "s": s,
+        "experts": D.num_experts(layout) if moe else None,
+        "topk": layout.moe_router_topk, "moe_ffn": D.moe_ffn_hidden_size(layout),
+        "etp": D.etp(layout), "shared_ffn": layout.moe_shared_expert_intermediate_size,
+    }
+
+
+def per_layer_activation(layout, s, b, moe=False):
+    """Bytes of stored activations per layer and microbatch on one GPU
+    (parallel_layout.activations, measured against real layers)."""
+    return A.layer_bytes_per_token(layer_model_inputs(layout, s, moe)) * s * b
+
+
+def activation_bytes_per_layer(layout):
+    """One microbatch, one GPU, the layer kind with the most layers (MoE on a tie)."""
+    if layout.seq_length is None or None in (layout.hidden_size, layout.num_attention_heads):
+        return None
+    s = layout.seq_length // layout.context_parallel_size
+    b = layout.micro_batch_size or 1
+    return int(per_layer_activation(layout, s, b, moe=moe_share(layout) >= 0.5))
 
 
 def activation_bytes(layout):
@@ -204,9 +226,10 @@ def activation_bytes(layout):
     sp = D.sequence_parallel(layout)
     vocab = D.padded_vocab_size(layout) or 0
     share = moe_share(layout)
-    per_layer = ((1 - share) * per_layer_activation(layout, s, b)
-                 + share * per_layer_activation(layout, s, b, moe=True)
-                 if share else per_layer_activation(layout, s, b))
+    # per GPU; the totals below are per-GPU bytes times TP, divided at the end
+    per_layer = t * ((1 - share) * per_layer_activation(layout, s, b)
+                     + share * per_layer_activation(layout, s, b, moe=True)
+                     if share else per_layer_activation(layout, s, b))
     full = D.recompute_granularity(layout) == "full"
     out = []
     for r in range(pp):
@@ -219,7 +242,7 @@ def activation_bytes(layout):
         if r == table["embedding_rank"]:
             total += (8 * s * b + s * b * h * (1 if sp else t)) * in_flight
         if full and layers:
-            total += _one_layer_full(layout, s, b)
+            total += t * _one_layer_full(layout, s, b)
         if r == table["loss_rank"]:
             total += s * b * h * 4 * (1 + vocab / h)
         out.append(total / t)
@@ -263,6 +286,9 @@ def estimate(layout):
         "weight_and_optimizer_bytes_per_gpu": max(st["weight_and_optimizer_bytes"]
                                                   for st in per_stage),
         "activation_bytes_per_gpu": per_stage[0]["activation_bytes"],
+        "activation_bytes_per_layer": activation_bytes_per_layer(layout),
+        "attention_scores_stored": A.stores_scores(layout.attention_backend,
+                                                   layout.transformer_impl),
         "total_bytes_per_gpu": worst["total_bytes"],
         "most_loaded_pp_rank": worst["pp_rank"],
         "precision": precision(layout),

@@ -15,7 +15,7 @@ import copy
 
 from . import derive as D
 from . import memory as M
-from .rules import RULES, check, divisors
+from .rules import RULES, check, divisors, version_tuple
 
 # Link bandwidths (bytes/s) for the ordering heuristic only.
 INTRA_NODE_BW = 450e9  # NVLink 4 per direction, H100 SXM
@@ -45,8 +45,8 @@ def _prune(layout, tp, pp, cp, ep, etp):
     if L.num_attention_heads and L.num_attention_heads % tp:
         return False
     g = D.num_query_groups(L)
-    if g and g % tp and tp % g:
-        return False
+    if g and g % tp and (tp % g or version_tuple(L.megatron_version) < (0, 16)):
+        return False  # query-groups-vs-tp (divisor allowed from 0.16)
     if L.seq_length and cp > 1 and L.seq_length % (2 * cp):
         return False
     if L.num_layers and pp > L.num_layers:
@@ -231,3 +231,16 @@ def _flags(tp, pp, cp, ep, etp):
     if tp > 1:
         parts.append("--sequence-parallel")
     return " ".join(parts)
+
+
+def rank_of(layout, plans):
+    """1-based rank of the layout's own sizes (TP, PP, CP, EP, ETP) among
+    ``plans``, or None when they are not among the valid layouts."""
+    key = (layout.tensor_model_parallel_size, layout.pipeline_model_parallel_size,
+           layout.context_parallel_size, layout.expert_model_parallel_size, D.etp(layout))
+    for i, p in enumerate(plans, 1):
+        if (p["tensor_model_parallel_size"], p["pipeline_model_parallel_size"],
+                p["context_parallel_size"], p["expert_model_parallel_size"],
+                p["expert_tensor_parallel_size"]) == key:
+            return i
+    return None

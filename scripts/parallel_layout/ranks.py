@@ -103,6 +103,16 @@ def layout_grids(layout):
                  layout.expert_model_parallel_size, etp, layout.world_size)
 
 
+TP_PP_DP_ORDER = "tp-cp-ep-pp-dp"
+
+
+def layout_order(layout) -> str:
+    """The order Megatron-LM passes to initialize_model_parallel
+    (megatron/training/initialize.py): tp-cp-ep-pp-dp with
+    --use-tp-pp-dp-mapping, else tp-cp-ep-dp-pp."""
+    return TP_PP_DP_ORDER if getattr(layout, "use_tp_pp_dp_mapping", False) else DEFAULT_ORDER
+
+
 def rank_groups(layout, order: str = DEFAULT_ORDER, names=None) -> dict:
     """``{group name: [[rank, ...], ...]}`` for a LayoutInput (or any object with
     the Megatron attribute names).  Requires a world that the sizes divide;

@@ -49,6 +49,9 @@ class Violation:
     message: str
     fix: str
     source: str = ""
+    # whole alternative layouts (flag -> value, True adds a switch, None drops
+    # a flag) that pass every rule: parallel_layout.suggest
+    suggestions: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -66,6 +69,9 @@ class Result:
     derived: dict
     skipped: list
     memory: Optional[dict] = None
+    # error rules applied as 0.19.2 has them, whose message the chosen
+    # release's sources do not contain (see Rule.versions)
+    unverified: list = dataclasses.field(default_factory=list)
 
     def to_dict(self):
         return {
@@ -75,6 +81,7 @@ class Result:
             "derived": self.derived,
             "memory": self.memory,
             "skipped_rules": self.skipped,
+            "rules_unverified_for_release": self.unverified,
         }
 
 
@@ -92,6 +99,13 @@ class Ctx:
         self.dp = D.data_parallel_size(layout)
         self.vpp = D.virtual_pipeline_size(layout)
         self.experts = D.num_experts(layout)
+        self.version = version_tuple(getattr(layout, "megatron_version", None))
+
+
+def version_tuple(text):
+    """'0.15.3' -> (0, 15, 3); None -> the default release."""
+    parts = (text or V0192).split("+")[0].split(".")
+    return tuple(int(p) for p in parts[:3] if p.isdigit())
 
 
 class Skip(Exception):
@@ -120,6 +134,26 @@ def nearest(values, target, k=3):
 
 def fmt_list(values):
     return ", ".join(str(v) for v in values)
+
+
+def tp_options(c, ok):
+    """TP sizes satisfying ``ok`` and every other TP rule (heads, query
+    groups, world divisible by TP*PP*CP), so a fix never trades one violation
+    for another."""
+    heads = c.L.num_attention_heads
+    groups = D.num_query_groups(c.L)
+    rest = c.pp * c.cp
+    found = []
+    for t in divisors(c.world) if c.world % rest == 0 else divisors(heads or 1):
+        if heads and heads % t:
+            continue
+        if groups and groups % t and (t % groups or c.version < (0, 16)):
+            continue
+        if (c.world // rest if c.world % rest == 0 else c.world) % t:
+            continue
+        if ok(t):
+            found.append(t)
+    return found
 
 
 def multiples_around(n, step):
@@ -161,18 +195,31 @@ def heads_tp(c):
         return None
     return (f"num_attention_heads ({h}) must be a multiple of "
             f"tensor_model_parallel_size ({c.tp}).",
-            f"use TP in {fmt_list(nearest([d for d in divisors(h)], c.tp))} (divisors of {h})")
+            f"use TP in {fmt_list(nearest(tp_options(c, lambda t: h % t == 0), c.tp))} "
+            f"(divisors of {h} heads that the other rules allow)")
 
 
 def query_groups_tp(c):
     g = D.num_query_groups(c.L)
     need(g)
-    if g % c.tp == 0 or c.tp % g == 0:
+    if g % c.tp == 0 or (c.tp % g == 0 and c.version >= (0, 16)):
         return None
+    if c.version < (0, 16):  # 0.12-0.15: multiple only (TransformerConfig.__post_init__)
+        if g % c.tp == 0:
+            return None
+        ok = tp_options(c, lambda t: g % t == 0)
+        return (f"num_query_groups ({g}) must be a multiple of "
+                f"tensor_model_parallel_size ({c.tp}).",
+                f"use TP in {fmt_list(nearest(ok, c.tp))} (divides {g} query groups and the "
+                f"heads; TP above the group count needs 0.16 or later)" if ok else
+                f"no TP divides the heads and {g} query groups: change --num-query-groups")
+    ok = tp_options(c, lambda t: g % t == 0 or t % g == 0)
     return (f"num_query_groups ({g}) must be a multiple or divisor of "
             f"tensor_model_parallel_size ({c.tp}).",
-            f"use TP that divides {g} or is a multiple of it, e.g. "
-            f"{fmt_list(nearest(divisors(g) + [g * k for k in (2, 4, 8)], c.tp))}")
+            f"use TP in {fmt_list(nearest(ok, c.tp))} (relates to {g} query groups, divides "
+            f"the heads and the world)" if ok else
+            f"no TP divides the heads and relates to {g} query groups: change "
+            "--num-query-groups")
 
 
 def hidden_heads(c):
@@ -354,7 +401,7 @@ def even_split(c):
     L = c.L
     if any(v is not None for v in (L.num_layers_per_virtual_pipeline_stage,
                                    L.num_virtual_stages_per_pipeline_rank,
-                                   L.pipeline_model_parallel_layout,
+                                   L.pipeline_model_parallel_layout, L.hybrid_layer_pattern,
                                    L.decoder_first_pipeline_num_layers,
                                    L.decoder_last_pipeline_num_layers)):
         return None
@@ -388,7 +435,9 @@ def uneven_stages(c):
                     f"use a multiple of {vpp} layers on the {name} stage")
         rest -= value
         middle -= 1
-    if bool(rest) != bool(middle):
+    # The Mismatch assert exists from 0.16; before, TransformerConfig accepted
+    # middle stages without layers (and layers without middle stages) silently.
+    if bool(rest) != bool(middle) and c.version >= (0, 16):
         return (f"Mismatch: {rest} middle layers remaining but {middle} middle PP stages "
                 f"available.", _uneven_fix(L.num_layers, c.pp, first, last))
     if middle and rest % middle:
@@ -536,10 +585,15 @@ def interleaved_group(c):
     need(m)
     group = c.L.microbatch_group_size_per_vp_stage or c.pp
     if group > m or group < c.pp:
+        if m < c.pp:
+            fix = (f"use at least {c.pp} microbatches per step: --global-batch-size "
+                   f"{c.pp * c.L.micro_batch_size * c.dp} or more (a multiple of micro "
+                   f"{c.L.micro_batch_size} x DP {c.dp})")
+        else:
+            fix = (f"use --microbatch-group-size-per-virtual-pipeline-stage in "
+                   f"[{c.pp}, {m}], or drop it (default: PP={c.pp})")
         return ("The number of contiguous micro-batches in a virtual pipeline stage"
-                f"should range in [PP={c.pp} , M={m}]",
-                f"use at least {c.pp} microbatches per step (global batch >= "
-                f"{c.pp * c.L.micro_batch_size * c.dp}) and a group size in [{c.pp}, {m}]")
+                f"should range in [PP={c.pp} , M={m}]", fix)
     rem = m % group
     if 0 < rem < c.pp:
         return ("The remainder of M (the total micro-batches) divided by N (number of "
@@ -722,6 +776,211 @@ def moe_ffn_without_experts(c):
             "add --num-experts or drop --moe-ffn-hidden-size")
 
 
+# ---------------------------------------------------------------- flags and hybrid models
+
+DEFAULT_VERSION = V0192
+
+
+def given_flags(L):
+    """[(option, value tokens)] the user passed: the checker's flags whose value
+    differs from Megatron's default, then the other pasted arguments."""
+    from .catalog import split_flags
+    from .flags import FLAGS
+    out = []
+    for f in FLAGS:
+        value = getattr(L, f.dest)
+        if f.kind in ("true", "false"):
+            if value != f.default:
+                out.append((f.option, []))
+        elif value is not None and value != f.default:
+            out.append((f.option, [str(value)]))
+    return out + [(o, v) for o, v in split_flags(L.other_flags or ()) if o is not None]
+
+
+def unknown_flags(c):
+    from . import catalog
+    version = c.L.megatron_version or DEFAULT_VERSION
+    known = catalog.release_flags(version)
+    if known is None:
+        return None
+    bad = [(o, v) for o, v in given_flags(c.L) if o not in known]
+    if not bad:
+        return None
+    hints = []
+    for option, _ in bad:
+        past = catalog.history().get(option)
+        if past and past["successor"]:
+            hints.append(f"{option} was removed in {past['removed_in']}: use {past['successor']}")
+        elif past:
+            hints.append(f"{option} was removed in {past['removed_in']} (no successor)")
+        elif catalog.added_in(option):
+            hints.append(f"{option} exists from {catalog.added_in(option)} on")
+        else:
+            hints.append(f"{option} is not a Megatron-LM flag in any release 0.12-0.19")
+    return ("unrecognized arguments: " + " ".join(" ".join([o] + v) for o, v in bad),
+            f"Megatron-LM {version} stops at argument parsing: " + "; ".join(hints))
+
+
+def hybrid_pattern(c):
+    pattern = c.L.hybrid_layer_pattern
+    if pattern is None:
+        return None
+    from .flags import HYBRID_SYMBOLS
+    main = pattern.split("/")[0]
+    for ch in main:
+        if ch not in HYBRID_SYMBOLS and ch != "|":
+            return (f"In main pattern, '{ch}' is not a valid layer symbol. Valid symbols are: "
+                    f"{set(HYBRID_SYMBOLS) | {'|'}}",
+                    "use M (mamba), G (gdn), * (attention), D (dsa), + (mla), - (mlp), "
+                    "E (moe), and | between pipeline segments")
+    if "*" in main and ("D" in main or "+" in main):
+        return ("Not supported to have both Attention and MLA/DSA in one model",
+                "use either * (attention) or D/+ (DSA/MLA) layers")
+    return None
+
+
+HYBRID_CONFLICTS = (
+    ("num_layers_per_virtual_pipeline_stage",
+     "--num-layers-per-virtual-pipeline-stage should not be used with --hybrid-layer-pattern. "
+     "To specify virtual pipelining, describe a number of pipeline segments in "
+     "--hybrid-layer-pattern that is a multiple of --pipeline-model-parallel-size greater than "
+     "1"),
+    ("num_virtual_stages_per_pipeline_rank",
+     "--num-virtual-stages-per-pipeline-rank should not be used with --hybrid-layer-pattern. "
+     "Virtual pipeline stages are derived from the number of | segments in the pattern."),
+    ("pipeline_model_parallel_layout",
+     "--pipeline-model-parallel-layout should not be used with --hybrid-layer-pattern. "
+     "Pipeline stage layout is defined by | separators in the pattern."),
+    ("account_for_embedding_in_pipeline_split",
+     "--account-for-embedding-in-pipeline-split should not be used with "
+     "--hybrid-layer-pattern. Pipeline stage layout is defined by | separators in the "
+     "pattern."),
+    ("account_for_loss_in_pipeline_split",
+     "--account-for-loss-in-pipeline-split should not be used with --hybrid-layer-pattern. "
+     "Pipeline stage layout is defined by | separators in the pattern."),
+)
+
+
+def hybrid_conflicts(c):
+    L = c.L
+    if L.hybrid_override_pattern is not None and L.hybrid_layer_pattern is not None \
+            and not getattr(L, "_hybrid_from_override", False) and c.version >= (0, 17):
+        return ("--hybrid-override-pattern and --hybrid-layer-pattern cannot both be specified. "
+                "--hybrid-override-pattern is deprecated; use --hybrid-layer-pattern instead.",
+                "keep only --hybrid-layer-pattern")
+    segments = D.hybrid_segments(L)
+    if segments is None:
+        return None
+    if len(segments) > 1:
+        for name, which in (("decoder_first_pipeline_num_layers", "first"),
+                            ("decoder_last_pipeline_num_layers", "last")):
+            if getattr(L, name) is not None:
+                return (f"If --hybrid-layer-pattern contains pipe separators, "
+                        f"--decoder-{which}-pipeline-num-layers should not be specified as "
+                        "the pipeline layout is explicitly defined.",
+                        f"drop --decoder-{which}-pipeline-num-layers (the | segments define "
+                        "the stages)")
+    for dest, message in HYBRID_CONFLICTS:
+        if getattr(L, dest) not in (None, False):
+            return message, "drop the flag: the pattern's | segments define the stages"
+    return None
+
+
+def hybrid_segments_pp(c):
+    segments = D.hybrid_segments(c.L)
+    if segments is None or (len(segments) == 1 and c.pp > 1):
+        return None
+    n = len(segments)
+    if n % c.pp == 0:
+        return None
+    return ("The number of hybrid pipeline segments described by --hybrid-layer-pattern must be "
+            "evenly divisible by --pipeline-model-parallel-size. "
+            f"Got {n} segments and {c.pp} pipeline parallel size.",
+            f"write a multiple of {c.pp} '|'-separated segments, or use PP in "
+            f"{fmt_list(nearest(divisors(n), c.pp))}")
+
+
+def hybrid_pp_split(c):
+    """select_pipeline_segment, pattern without '|' on PP > 1 (model build)."""
+    L = c.L
+    segments = D.hybrid_segments(L)
+    if segments is None or len(segments) > 1 or c.pp == 1:
+        return None
+    n = len(segments[0])
+    first, last = L.decoder_first_pipeline_num_layers, L.decoder_last_pipeline_num_layers
+    if first is None and last is None:
+        if n % c.pp == 0:
+            return None
+        return (f"Number of layers ({n}) must be evenly divisible by "
+                f"pipeline-model-parallel-size ({c.pp}) when no pipe separators are "
+                "specified in the pattern.",
+                f"put '|' between {c.pp} (or a multiple of {c.pp}) pipeline segments, e.g. "
+                f"segments of {n // c.pp} and {n - n // c.pp * (c.pp - 1)} layers")
+    middle = n - (first or 0) - (last or 0)
+    stages = c.pp - (first is not None) - (last is not None)
+    if stages > 0 and middle % stages:
+        return (f"Middle layers ({middle}) must be evenly divisible by middle pipeline stages "
+                f"({stages}).", "choose first/last stage sizes that leave a multiple of "
+                f"{stages} layers, or put '|' between the stages")
+    return None
+
+
+def step_schedule(c):
+    L = c.L
+    if L.step_batch_size_schedule is None:
+        return None
+    if L.global_batch_size is not None:
+        return ("Cannot specify both --step-batch-size-schedule and --global-batch-size",
+                "drop --global-batch-size (the schedule sets the batch size)")
+    try:
+        schedule = D.step_schedule(L)
+    except ValueError as exc:
+        return str(exc), 'write "THRESHOLD:BATCH_SIZE" pairs, e.g. "0:768 250B:1536"'
+    except OverflowError:
+        return "schedule value out of range", "use finite thresholds and batch sizes"
+    if not schedule:
+        return "schedule must have at least one entry", 'e.g. "0:768 250B:1536"'
+    if schedule[0][0] != 0:
+        return (f"first schedule entry must have threshold 0, got {schedule[0][0]}",
+                "start the schedule with 0:BATCH_SIZE")
+    for (a, _), (b, _) in zip(schedule, schedule[1:]):
+        if b <= a:
+            return (f"schedule thresholds must be strictly increasing, got {a} before {b}",
+                    "make every threshold larger than the one before")
+    for _, size in schedule:
+        if size <= 0:
+            return f"batch size must be positive, got {size}", "use positive batch sizes"
+    return None
+
+
+def step_schedule_divisible(c):
+    L = c.L
+    if L.step_batch_size_schedule is None or L.global_batch_size is not None:
+        return None
+    need(L.micro_batch_size, c.dp)
+    try:
+        schedule = D.step_schedule(L)
+    except (ValueError, OverflowError):
+        return None
+    step = L.micro_batch_size * c.dp
+    for _, size in schedule or ():
+        if size > 0 and size % step:
+            return (f"current global batch size ({size}) is not divisible by micro_batch_size "
+                    f"({L.micro_batch_size}) * data_parallel_size ({c.dp})",
+                    f"make every batch size of the schedule a multiple of micro x DP = {step}")
+    return None
+
+
+def decoder_seq(c):
+    L = c.L
+    if L.decoder_seq_length is None or L.max_position_embeddings is None \
+            or L.max_position_embeddings >= L.decoder_seq_length:
+        return None
+    return ("AssertionError (no message): assert args.max_position_embeddings >= "
+            "args.decoder_seq_length",
+            f"set --max-position-embeddings {L.decoder_seq_length} or more")
+
+
 # ---------------------------------------------------------------- warnings
 
 def w_sp_without_tp(c):
@@ -841,6 +1100,18 @@ def w_cuda_max_connections(c):
         return ("FSDP: Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS is not 1 "
                 "('FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset.')",
                 "leave CUDA_DEVICE_MAX_CONNECTIONS unset (or > 1)")
+    if (c.tp > 1 or c.cp > 1) and c.L.overlap_moe_expert_parallel_comm \
+            and c.version >= (0, 14):
+        return ("TP > 1 or CP > 1 with --overlap-moe-expert-parallel-comm: on GPUs before "
+                "Blackwell Megatron-LM only warns ('For Hopper and before, try not to use "
+                "tensor model parallelism or context parallelism with "
+                "overlap_moe_expert_parallel_comm.'); CUDA_DEVICE_MAX_CONNECTIONS 1 favours "
+                "TP/CP, 32 the expert overlap", None)
+    if c.tp > 1 and c.version < (0, 13):
+        # 0.12: "tp > 1 or cp > 1 and arch < 10" binds as tp > 1 or (cp > 1 and arch < 10)
+        return ("TP > 1 on 0.12: Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1 on every GPU "
+                "generation, Blackwell included (the architecture test binds to CP only)",
+                "export CUDA_DEVICE_MAX_CONNECTIONS=1")
     if c.tp > 1 or c.cp > 1:
         return ("TP > 1 or CP > 1: on GPUs before Blackwell (compute capability < 10) "
                 "Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1",
@@ -866,55 +1137,78 @@ def _r(id, kind, source, check, stricter=None, versions=V0192, late=None):
     return Rule(id, kind, source, versions, check, stricter, late)
 
 
+HYBRID = "megatron/core/models/hybrid/hybrid_layer_allocation.py"
+# flags that earlier releases do not have (unknown-flag reports them there)
+V_HYBRID = "0.17.1-0.19.2 (--hybrid-layer-pattern added in 0.17.1)"
+V_STEP = "0.18.2-0.19.2 (--step-batch-size-schedule added in 0.18.2)"
+STEP = CALC.replace("ConstantNumMicroBatchesCalculator", "StepBatchsizeNumMicroBatchesCalculator")
+
 RULES = (
-    _r("world-divisible", "error", ARGS + "; " + PS, world_divisible),
-    _r("expert-grid-divisible", "error", PS, expert_grid_divisible),
-    _r("heads-divisible-by-tp", "error", TC, heads_tp),
+    _r("unknown-flag", "error", "megatron/training/arguments.py parse_args (argparse)",
+       unknown_flags, versions="0.12.3-0.19.2: each release's own flag set (release index)"),
+    _r("world-divisible", "error", ARGS + "; " + PS, world_divisible, versions="0.12.3-0.19.2"),
+    _r("expert-grid-divisible", "error", PS, expert_grid_divisible, versions="0.12.3-0.19.2"),
+    _r("heads-divisible-by-tp", "error", TC, heads_tp, versions="0.12.3-0.19.2"),
     _r("query-groups-vs-tp", "error", TC, query_groups_tp,
-       versions="0.16.0-0.19.2 (multiple or divisor); 0.15.x: multiple only"),
+       versions="0.12.3-0.19.2: multiple only to 0.15.3, multiple or divisor from "
+                "0.16.1"),
     _r("hidden-divisible-by-heads", "error", ARGS, hidden_heads),
-    _r("ep-needs-experts", "error", ARGS, ep_needs_experts),
-    _r("experts-divisible-by-ep", "error", ARGS, experts_ep),
-    _r("seq-divisible-by-2cp", "error", ARGS, seq_cp),
-    _r("max-position-covers-seq", "error", ARGS, max_pos),
-    _r("vpp-options-exclusive", "error", ARGS, vpp_exclusive),
-    _r("pipeline-layout", "error", ARGS + "; " + LAYOUT, layout_string),
-    _r("pipeline-layout-conflicts", "error", TC, layout_conflicts),
-    _r("uneven-with-account-split", "error", TC, uneven_with_account),
-    _r("layers-per-virtual-stage", "error", ARGS, layers_per_vp_stage_flag),
-    _r("layers-divisible-by-pp", "error", ARGS, even_split),
-    _r("uneven-stages", "error", TC, uneven_stages),
+    _r("ep-needs-experts", "error", ARGS, ep_needs_experts, versions="0.12.3-0.19.2"),
+    _r("experts-divisible-by-ep", "error", ARGS, experts_ep, versions="0.12.3-0.19.2"),
+    _r("seq-divisible-by-2cp", "error", ARGS, seq_cp, versions="0.12.3-0.19.2"),
+    _r("max-position-covers-seq", "error", ARGS, max_pos, versions="0.12.3-0.19.2"),
+    _r("vpp-options-exclusive", "error", ARGS, vpp_exclusive, versions="0.13.1-0.19.2"),
+    _r("pipeline-layout", "error", ARGS + "; " + LAYOUT, layout_string, versions="0.13.1-0.19.2"),
+    _r("pipeline-layout-conflicts", "error", TC, layout_conflicts, versions="0.13.1-0.19.2"),
+    _r("uneven-with-account-split", "error", TC, uneven_with_account, versions="0.12.3-0.19.2"),
+    _r("layers-per-virtual-stage", "error", ARGS, layers_per_vp_stage_flag, versions="0.12.3-0.19.2"),
+    _r("layers-divisible-by-pp", "error", ARGS, even_split, versions="0.12.3-0.19.2"),
+    _r("uneven-stages", "error", TC, uneven_stages,
+       versions="0.12.3-0.19.2; the Mismatch check (middle layers vs middle stages) from 0.16.1"),
     _r("uneven-stages-overflow", "error", TC, uneven_negative,
        stricter="TransformerConfig accepts first+last > num_layers when the middle stage "
                 "count divides the negative remainder; get_num_layers_to_build then returns a "
                 "negative layer count for the middle stages (e.g. [5, -1, -1, 5] for 8 layers "
                 "on PP=4)"),
-    _r("account-split-with-vpp", "error", TC, account_split),
+    _r("account-split-with-vpp", "error", TC, account_split, versions="0.12.3-0.19.2"),
     _r("vpp-layers-at-build", "error", BLOCK, vpp_even_build,
-       late="when the model is built (get_num_layers_to_build)"),
-    _r("moe-bias-needs-etp1", "error", TC, moe_bias_etp),
-    _r("moe-ffn-without-experts", "error", TC, moe_ffn_without_experts),
+       late="when the model is built (get_num_layers_to_build)", versions="0.12.3-0.19.2"),
+    _r("moe-bias-needs-etp1", "error", TC, moe_bias_etp, versions="0.15.3-0.19.2"),
+    _r("moe-ffn-without-experts", "error", TC, moe_ffn_without_experts, versions="0.18.2-0.19.2"),
     _r("moe-layer-pattern-length", "error",
        "megatron/core/models/gpt/gpt_layer_specs.py get_gpt_decoder_block_spec",
-       moe_pattern_length, late="when the GPT layer specs are built"),
-    _r("interleaved-needs-pp", "error", ARGS, vpp_needs_pp),
-    _r("distributed-optimizer-instances", "error", PS, distopt_instances),
-    _r("global-batch-divisible", "error", ARGS + "; " + CALC, global_batch),
+       moe_pattern_length, late="when the GPT layer specs are built", versions="0.12.3-0.19.2"),
+    _r("interleaved-needs-pp", "error", ARGS, vpp_needs_pp, versions="0.12.3-0.19.2"),
+    _r("distributed-optimizer-instances", "error", PS, distopt_instances, versions="0.12.3-0.19.2"),
+    _r("global-batch-divisible", "error", ARGS + "; " + CALC, global_batch, versions="0.18.2-0.19.2"),
     _r("interleaved-microbatch-group", "error", SCHED, interleaved_group,
        late="at the first training step, by the interleaved schedule"),
     _r("ffn-divisible-by-tp", "error", UTILS, ffn_tp,
-       late="when the MLP's linear layers are built"),
+       late="when the MLP's linear layers are built", versions="0.12.3-0.19.2"),
     _r("moe-ffn-divisible-by-etp", "error", UTILS, moe_ffn_etp,
-       late="when the experts' linear layers are built"),
+       late="when the experts' linear layers are built", versions="0.12.3-0.19.2"),
     _r("sequence-parallel-seq-divisible", "error", MAPPINGS, sp_sequence,
-       late="in the first forward pass (scatter into the sequence-parallel region)"),
-    _r("mtp-position-embedding", "error", ARGS, mtp_position),
-    _r("recompute-selective-method", "error", ARGS, recompute_selective_method),
-    _r("recompute-full-settings", "error", TC, recompute_full),
-    _r("recompute-selective-layers", "error", TC, recompute_selective_layers),
-    _r("torch-fsdp2", "error", ARGS, torch_fsdp2),
-    _r("megatron-fsdp-ckpt-format", "error", ARGS, megatron_fsdp_ckpt),
-    _r("torch-dcp", "error", ARGS, torch_dcp),
+       late="in the first forward pass (scatter into the sequence-parallel region)", versions="0.12.3-0.19.2"),
+    _r("mtp-position-embedding", "error", ARGS, mtp_position, versions="0.12.3-0.19.2"),
+    _r("recompute-selective-method", "error", ARGS, recompute_selective_method, versions="0.12.3-0.19.2"),
+    _r("recompute-full-settings", "error", TC, recompute_full, versions="0.12.3-0.19.2"),
+    _r("recompute-selective-layers", "error", TC, recompute_selective_layers, versions="0.12.3-0.19.2"),
+    _r("torch-fsdp2", "error", ARGS, torch_fsdp2, versions="0.12.3-0.19.2"),
+    _r("megatron-fsdp-ckpt-format", "error", ARGS, megatron_fsdp_ckpt, versions="0.18.2-0.19.2"),
+    _r("torch-dcp", "error", ARGS, torch_dcp, versions="0.12.3-0.19.2"),
+    _r("hybrid-layer-pattern", "error", ARGS + "; " + HYBRID + " _validate_pattern",
+       hybrid_pattern, versions="0.17.1-0.19.2 (--hybrid-layer-pattern added in 0.17.1; the "
+                                "Attention with MLA/DSA message from 0.18.2)"),
+    _r("hybrid-pattern-conflicts", "error", ARGS, hybrid_conflicts, versions=V_HYBRID),
+    _r("hybrid-segments-divisible-by-pp", "error", ARGS, hybrid_segments_pp,
+       versions=V_HYBRID),
+    _r("hybrid-pipeline-split", "error", HYBRID + " select_pipeline_segment", hybrid_pp_split,
+       late="when the hybrid model is built (select_pipeline_segment)", versions=V_HYBRID),
+    _r("step-batch-size-schedule", "error", ARGS + "; " + STEP, step_schedule,
+       versions=V_STEP),
+    _r("step-batch-size-divisible", "error", STEP + ".update", step_schedule_divisible,
+       late="during training, when the schedule reaches that batch size", versions=V_STEP),
+    _r("decoder-seq-length", "error", ARGS, decoder_seq),
     _r("incomplete-input", "warning", ARGS, w_missing_model),
     _r("sp-without-tp", "warning", ARGS, w_sp_without_tp),
     _r("moe-tp-without-sp", "warning", MPC, w_moe_tp_without_sp),
@@ -932,7 +1226,9 @@ RULES = (
     _r("virtual-pipeline-is-one", "warning", ARGS, w_vpp_one),
     _r("few-microbatches", "warning", "megatron/core/pipeline_parallel/schedules.py",
        w_few_microbatches),
-    _r("cuda-device-max-connections", "warning", ARGS, w_cuda_max_connections),
+    _r("cuda-device-max-connections", "warning", ARGS, w_cuda_max_connections,
+       versions="0.13.1-0.19.2: before Blackwell only; 0.12.3: asserted for TP > 1 on every "
+                "GPU; --overlap-moe-expert-parallel-comm (0.14.0 on) makes it a warning"),
     _r("megatron-fsdp-forces-distopt", "warning", ARGS, w_megatron_fsdp_distopt),
     _r("fsdp-with-tp-cp", "warning", ARGS, w_cp_fsdp),
 )
@@ -940,8 +1236,10 @@ RULES = (
 RULES_BY_ID = {r.id: r for r in RULES}
 
 
-def check(layout, rules=RULES, with_memory=True) -> Result:
-    """Apply every rule; never stops at the first violation."""
+def check(layout, rules=RULES, with_memory=True, suggest=None) -> Result:
+    """Apply every rule; never stops at the first violation.  ``suggest``
+    (default: when every rule runs with memory) adds each violation's
+    ``suggestions``."""
     ctx = Ctx(layout)
     violations, warnings, skipped = [], [], []
     for rule in rules:
@@ -958,9 +1256,23 @@ def check(layout, rules=RULES, with_memory=True) -> Result:
         else:
             text = message if not fix else f"{message} (suggestion: {fix})"
             warnings.append(Warning_(rule.id, text, rule.source))
+    if suggest is None:
+        suggest = with_memory and rules is RULES
+    if violations and suggest:
+        from .suggest import suggestions
+        found = suggestions(layout)
+        for v in violations:
+            v.suggestions = [dict(c) for c in found]
     derived = D.derive(layout)
     mem = None
     if with_memory:
         from . import memory
         mem = memory.estimate(layout)
-    return Result(not violations, violations, warnings, derived, skipped, mem)
+    unverified = [r.id for r in rules if r.kind == "error" and ctx.version < first_release(r)]
+    return Result(not violations, violations, warnings, derived, skipped, mem, unverified)
+
+
+def first_release(rule):
+    """The first release ``rule.versions`` names (its range start, or the single
+    release it was checked against)."""
+    return version_tuple(rule.versions.split("-")[0].split(":")[0].split(" ")[0].split(";")[0])

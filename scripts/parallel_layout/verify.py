@@ -27,7 +27,8 @@ import os
 import sys
 
 STAGES = ("validate_args", "TransformerConfig", "initialize_model_parallel",
-          "num_microbatches_calculator", "get_num_layers_to_build", "layer_specs",
+          "num_microbatches_calculator", "get_num_layers_to_build", "hybrid_segments",
+          "layer_specs",
           "linear_layers",
           "interleaved_schedule", "sequence_parallel_split")
 
@@ -75,6 +76,11 @@ def megatron_argv(layout):
         elif flag.kind == "false":
             if not value:
                 argv.append(flag.option)
+        elif flag.dest == "num_layers" and layout.hybrid_layer_pattern is not None:
+            continue  # validate_args derives it from the pattern
+        elif flag.dest == "hybrid_layer_pattern" and getattr(layout, "_hybrid_from_override",
+                                                             False):
+            continue  # the user gave --hybrid-override-pattern; validate_args copies it
         elif value is not None and value != flag.default:
             if flag.kind == "freq" and isinstance(value, list):
                 value = "[" + ",".join(str(v) for v in value) + "]"
@@ -117,11 +123,18 @@ _PARSER = []
 
 
 def megatron_parser():
-    """The real Megatron-LM parser (built once: it introspects dataclass sources)."""
+    """The real Megatron-LM parser (built once: it introspects dataclass sources);
+    a parse error raises ValueError with argparse's message
+    ("unrecognized arguments: ...") instead of exiting."""
     if not _PARSER:
         import argparse
         import megatron.training.arguments as A
-        parser = argparse.ArgumentParser(allow_abbrev=False)
+
+        class Parser(argparse.ArgumentParser):
+            def error(self, message):
+                raise ValueError(message)
+
+        parser = Parser(allow_abbrev=False)
         A.add_megatron_arguments(parser)
         _PARSER.append(parser)
     return _PARSER[0]
@@ -132,7 +145,7 @@ def _validate(layout):
     import megatron.training.arguments as A
     # Kernel fusions default on and need Transformer Engine, which a CPU
     # environment lacks; they do not change the layout rules.
-    argv = megatron_argv(layout) + ["--no-rope-fusion"]
+    argv = megatron_argv(layout) + ["--no-rope-fusion"] + list(layout.other_flags or ())
     args = megatron_parser().parse_args(argv)
     args._is_global_batch_size_explicitly_specified = args.global_batch_size is not None
     args.rank, args.world_size = 0, layout.world_size
@@ -174,9 +187,39 @@ def _init_model_parallel(args, vpp):
 
 
 def _microbatches(args):
-    from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
-    ConstantNumMicroBatchesCalculator(args.global_batch_size, args.micro_batch_size,
-                                      args.data_parallel_size, False, 0)
+    from megatron.core import num_microbatches_calculator as N
+    if getattr(args, "step_batch_size_schedule", None):
+        calc = N.StepBatchsizeNumMicroBatchesCalculator(
+            args.micro_batch_size, args.data_parallel_size, False, 0,
+            args.step_batch_size_schedule, args.seq_length)
+        for threshold, _ in calc.schedule:  # what training reaches, checked on the way
+            calc.update(threshold, consistency_check=True)
+        return
+    N.ConstantNumMicroBatchesCalculator(args.global_batch_size, args.micro_batch_size,
+                                        args.data_parallel_size, False, 0)
+
+
+def _hybrid_segments(args):
+    """hybrid_layer_allocation.select_pipeline_segment for every pipeline rank
+    (the hybrid model build), with the rank read from a stand-in group."""
+    if not getattr(args, "hybrid_layer_pattern", None):
+        return
+    from unittest import mock
+    import torch.distributed as dist
+    from megatron.core.models.hybrid import hybrid_layer_allocation as H
+    main = args.hybrid_layer_pattern.split(H.Symbols.MTP_SEPARATOR)[0]
+    pp = args.pipeline_model_parallel_size
+    vpp = args.virtual_pipeline_model_parallel_size
+    for rank in range(pp):
+        group = _FakeGroup(pp)
+        with mock.patch.object(dist, "get_rank", lambda g=None, r=rank: r), \
+                mock.patch.object(dist, "get_world_size", lambda g=None: pp), \
+                mock.patch.object(H, "log_on_each_pipeline_stage", lambda *a, **k: None), \
+                mock.patch.object(H, "log_single_rank", lambda *a, **k: None):
+            for vp_stage in range(vpp or 1):
+                H.select_pipeline_segment(main, group, vp_stage if vpp else None,
+                                          args.decoder_first_pipeline_num_layers,
+                                          args.decoder_last_pipeline_num_layers)
 
 
 def _layers_to_build(config):
@@ -301,14 +344,17 @@ def megatron_verdict(layout):
             stage = STAGES[3]
             _microbatches(args)
             stage = STAGES[4]
-            _layers_to_build(config)
+            if not getattr(args, "hybrid_layer_pattern", None):
+                _layers_to_build(config)
             stage = STAGES[5]
-            _layer_specs(config)
+            _hybrid_segments(args)
             stage = STAGES[6]
-            skipped = _linear_layers(args, config)
+            _layer_specs(config)
             stage = STAGES[7]
-            _interleaved_schedule(args, config)
+            skipped = _linear_layers(args, config)
             stage = STAGES[8]
+            _interleaved_schedule(args, config)
+            stage = STAGES[9]
             _sequence_parallel_split(args)
     except (AssertionError, ValueError, RuntimeError, ZeroDivisionError, TypeError,
             NotImplementedError, KeyError, SystemExit) as exc:
@@ -316,7 +362,7 @@ def megatron_verdict(layout):
         return {"accepted": False, "stage": stage, "error": message,
                 "exception": type(exc).__name__, "skipped": []}
     return {"accepted": True, "stage": None, "error": None, "exception": None,
-            "skipped": [STAGES[6]] if skipped else []}
+            "skipped": [STAGES[7]] if skipped else []}
 
 
 def verify(layout, result):
@@ -326,12 +372,18 @@ def verify(layout, result):
         import megatron.training  # noqa: F401
     except ImportError as exc:
         return {"available": False, "reason": f"megatron not importable: {exc}"}
+    import megatron.core
+    installed = getattr(megatron.core, "__version__", None)
     verdict = megatron_verdict(layout)
     ours = [v.rule for v in result.violations if not _is_stricter(v.rule)]
     agrees = verdict["accepted"] == (not ours)
-    return {"available": True, "megatron": verdict, "agrees": agrees,
+    checker = {"valid": result.valid, "violations": [v.rule for v in result.violations]}
+    return {"available": True, "installed_version": installed,
+            "checked_version": layout.megatron_version, "megatron": verdict,
+            "checker": checker, "agrees": agrees,
             "note": None if agrees else
-            "disagreement: please report it; the checker's rules should match Megatron's"}
+            "disagreement: the checker and the installed Megatron disagree (exit 1); "
+            "please report it"}
 
 
 def _is_stricter(rule_id):
