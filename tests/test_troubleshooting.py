@@ -76,6 +76,17 @@ class Entry:
         return self.message_fences[0][1].rstrip("\n")
 
     @property
+    def aliases(self) -> list[tuple[dict[str, str], str]]:
+        """Older wordings: (info keys, message) of each ``text alias versions=A-B [file=PATH]`` fence."""
+        out = []
+        for info, content in self.fences:
+            words = info.split()
+            if words[:2] == ["text", "alias"]:
+                keys = dict(w.split("=", 1) for w in words[2:] if "=" in w)
+                out.append((keys, content.rstrip("\n")))
+        return out
+
+    @property
     def checked_text(self) -> str:
         """What must occur in the named file: a ``text source`` fence, else the message."""
         src = [c for info, c in self.fences if info == "text source"]
@@ -154,10 +165,10 @@ def fixed_runs(message: str, source: str, min_words: int = 3) -> list[str]:
     return runs
 
 
-# Newest patch release of each minor line. Read through tests/upstream_sources.py: the git
-# mirror ($MEGATRON_LM_MIRROR) when present, else the megatron-core wheels from PyPI (which
-# ship megatron/training/ only from 0.17 on). 0.19.2 itself is checked against the installed files.
-RELEASES = {15: "core_v0.15.3", 16: "core_v0.16.1", 17: "core_v0.17.1", 18: "core_v0.18.2",
+# Newest patch release of each minor line from 0.12. Read through tests/upstream_sources.py: the
+# git mirror ($MEGATRON_LM_MIRROR) when present, else the megatron-core wheels from PyPI (which
+# ship megatron/training/ only from 0.17 on). "since 0.12 or earlier" asserts presence from 0.12. 0.19.2 itself is checked against the installed files.
+RELEASES = {12: "core_v0.12.3", 13: "core_v0.13.1", 14: "core_v0.14.0", 15: "core_v0.15.3", 16: "core_v0.16.1", 17: "core_v0.17.1", 18: "core_v0.18.2",
             19: "core_v0.19.0"}
 MIN_HISTORY_CHARS = 23  # shorter fixed text ("is not divisible by") proves nothing
 HISTORY_RE = re.compile(r"since 0\.(\d+)")
@@ -304,3 +315,83 @@ def test_fixed_runs_skips_values():
     src = "raise ValueError(f\"num_attention_heads ({n}) must be a multiple of tensor_model_parallel_size ({tp}).\")"
     msg = "ValueError: num_attention_heads (6) must be a multiple of tensor_model_parallel_size (4)."
     assert fixed_runs(msg, src) == ["must be a multiple of tensor_model_parallel_size"]
+
+
+ALIAS_ENTRIES = [e for e in ENTRIES if e.aliases]
+VERSIONS_RE = re.compile(r"^0\.(\d+)-0\.(\d+)$")
+
+
+@functools.lru_cache(maxsize=None)
+def _messages_at(tag: str, path: str) -> str:
+    """The messages of path at tag as printed (ast templates, f"{x=}" gives "x={}"), one per line."""
+    import source_checks as sc
+
+    return "\n".join(re.sub(r"\s+", " ", m) for m in sc.messages(up.source_at(tag, path) or ""))
+
+
+def _alias_releases(keys: dict[str, str]) -> list[str]:
+    m = VERSIONS_RE.match(keys.get("versions", ""))
+    assert m, f"alias needs versions=0.A-0.B, got {keys}"
+    lo, hi = int(m.group(1)), int(m.group(2))
+    return [tag for minor, tag in RELEASES.items() if lo <= minor <= hi]
+
+
+@pytest.mark.parametrize("entry", ALIAS_ENTRIES, ids=lambda e: e.id)
+def test_alias_wording_is_in_the_releases_it_names(entry):
+    """Each older wording's fixed text occurs in the named file of every release in its range."""
+    unchecked = []
+    for keys, text in entry.aliases:
+        path = keys.get("file", entry.raised_in)
+        segs = segments(text)
+        assert segs and sum(map(len, segs)) >= MIN_HISTORY_CHARS, f"{entry.id}: alias too short: {text!r}"
+        for tag in _alias_releases(keys):
+            try:
+                src = _messages_at(tag, path)
+            except up.Unavailable as exc:
+                unchecked.append((tag, str(exc)))
+                continue
+            missing = [seg for seg in segs if seg not in src]
+            assert not missing, f"{entry.id}: alias {text!r} not in {tag}:{path}: {missing}"
+    if unchecked:
+        pytest.skip(f"{entry.id} aliases not checked in {[t for t, _ in unchecked]}: {unchecked[0][1]}")
+
+
+def _catalogue_words() -> str:
+    return re.sub(r"\s+", " ", _doc_text())
+
+
+OLD_RELEASES = {13: "core_v0.13.1", 15: "core_v0.15.3", 16: "core_v0.16.1"}
+
+
+@pytest.mark.parametrize("minor", sorted(OLD_RELEASES))
+def test_message_pasted_from_an_older_release_is_found_by_its_fixed_words(minor):
+    """Take each entry's message as that release's source words it (the most similar message of the
+    raising file there, ast-extracted); its fixed words must occur in the catalogue as plain text."""
+    import difflib
+
+    import source_checks as sc
+
+    tag = OLD_RELEASES[minor]
+    lost, compared = [], 0
+    for e in ENTRIES:
+        if e.status == "external" or not e.raised_in or e.message_fences[0][0] != "text error":
+            continue
+        paths = {e.raised_in} | {k.get("file", e.raised_in) for k, _ in e.aliases}
+        msg = EXC_PREFIX.sub("", e.text.splitlines()[0])
+        try:
+            old = [m for p in paths for m in sc.messages(up.source_at(tag, p) or "")]
+        except up.Unavailable:
+            continue
+        cands = [e.text] + [t for _, t in e.aliases]
+        best = max(old, key=lambda m: max(difflib.SequenceMatcher(None, m, EXC_PREFIX.sub("", c)).ratio()
+                                         for c in cands), default="")
+        ratio = max((difflib.SequenceMatcher(None, best, EXC_PREFIX.sub("", c)).ratio() for c in cands), default=0)
+        if ratio < 0.75:  # no wording of this check in that release
+            continue
+        compared += 1
+        words = [w for w in (re.sub(r"\s+", " ", p).strip() for p in best.split("{}")) if len(w) >= MIN_SEGMENT]
+        missing = [w for w in words if w not in _catalogue_words()]
+        if missing:
+            lost.append(f"{e.id}: {tag} says {best!r}; not in the catalogue: {missing}")
+    assert compared >= 30, f"only {compared} messages of {tag} compared"
+    assert not lost, "\n".join(lost)

@@ -141,14 +141,16 @@ def _accounts(item: dict, check: sc.Check) -> bool:
 @pytest.mark.parametrize("claim", DATA["claims"], ids=lambda r: r["id"])
 def test_claim_accounts_for_every_check_on_its_fields(claim):
     relevant = relevant_checks(claim)
-    accounted = claim.get("accounted", [])
+    # A YAML alias list inside a list ([*a, *b]) arrives nested: flatten one level.
+    accounted = [a for item in claim.get("accounted", []) for a in (item if isinstance(item, list) else [item])]
     extra = [c for c in relevant if not any(_accounts(a, c) for a in accounted)]
     assert not extra, (
         f"{claim['id']} ({claim['claim']}): megatron-core 0.19.2 has checks on "
         f"{claim['about']} that the claim does not account for:\n"
         + "\n".join(f"  {c.where()} {c.kind} {c.message[:120]!r}" for c in extra)
     )
-    stale = [a["at"] for a in accounted if not any(_accounts(a, c) for c in relevant)]
+    stale = [a["at"] + " " + a.get("text", "") for a in accounted
+             if not any(_accounts(a, c) for c in relevant)]
     assert not stale, f"{claim['id']}: accounted checks not found (any more): {stale}"
     assert all(a.get("why") for a in accounted), f"{claim['id']}: every accounted check needs a why"
 

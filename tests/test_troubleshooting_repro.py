@@ -390,18 +390,6 @@ def r_moe_bias_etp():
     return raised(lambda: tc(num_moe_experts=4, tensor_model_parallel_size=2))
 
 
-def r_moe_tp_without_sp():
-    return warned(
-        lambda: tc(
-            num_moe_experts=4,
-            add_bias_linear=False,
-            tensor_model_parallel_size=2,
-            expert_model_parallel_size=2,
-        ),
-        contains="sequence parallelism",
-    )
-
-
 def r_moe_allgather_varlen():
     return raised(
         lambda: tc(num_moe_experts=4, moe_token_dispatcher_type="allgather", variable_seq_lengths=True)
@@ -717,6 +705,30 @@ def g_dep_gptmodel():
     return next((r for r in records if "DEPRECATED" in r), "<no log record>")
 
 
+def g_moe_tp_without_sp():
+    """A real MoELayer forward in training mode with TP 2 and no sequence parallelism."""
+    import torch
+
+    init_mp(tensor_model_parallel_size=2)
+    cfg = tc(num_moe_experts=4, add_bias_linear=False, tensor_model_parallel_size=2)
+    moe = local_gpt(cfg, num_experts=4).decoder.layers[0].mlp
+    assert type(moe).__name__ == "MoELayer" and moe.training
+    return raised(lambda: moe(torch.zeros(4, 1, cfg.hidden_size)))
+
+
+def g_cs_core_connections_warning():
+    """Megatron Core's own CUDA_DEVICE_MAX_CONNECTIONS warning: a TP=2 linear layer's forward."""
+    import torch
+    from megatron.core.tensor_parallel import layers
+
+    init_mp(tensor_model_parallel_size=2)
+    cfg = tc(tensor_model_parallel_size=2)
+    linear = layers.ColumnParallelLinear(8, 8, config=cfg, init_method=torch.nn.init.zeros_,
+                                         bias=False, gather_output=False)
+    layers.linear_with_grad_accumulation_and_async_allreduce.warned = False  # once per process
+    return warned(lambda: linear(torch.zeros(2, 1, 8, requires_grad=True)), contains="CUDA_DEVICE")
+
+
 def g_moe_topk_silent():
     init_mp()
     cfg = tc(num_moe_experts=4, moe_router_topk=8, add_bias_linear=False)
@@ -828,7 +840,7 @@ REPROS: dict[str, tuple[str, object]] = {
     "MOE-03": ("gloo", g_moe_experts_not_divisible_core),
     "MOE-04": ("gloo", g_moe_expert_grid),
     "MOE-05": ("inproc", r_moe_bias_etp),
-    "MOE-06": ("inproc", r_moe_tp_without_sp),
+    "MOE-06": ("gloo", g_moe_tp_without_sp),
     "MOE-07": ("inproc", r_moe_allgather_varlen),
     "MOE-08": ("inproc", r_moe_deepep),
     "MOE-09": ("inproc", r_moe_topk1),
