@@ -82,11 +82,12 @@ def sentences(text: str) -> list[tuple[str, str]]:
 
 def absence_sentences() -> list[tuple[str, str, str]]:
     phrases = [p.lower() for p in DATA["phrases"]]
+    patterns = [re.compile(p, re.I) for p in DATA.get("patterns", [])]
     found = []
     for doc in DOCS:
         rel = doc.relative_to(ROOT).as_posix()
         for section, s in sentences(doc.read_text(encoding="utf-8")):
-            if any(p in s.lower() for p in phrases):
+            if any(p in s.lower() for p in phrases) or any(p.search(s) for p in patterns):
                 found.append((rel, section, s))
     return found
 
