@@ -361,6 +361,9 @@ def _catalogue_words() -> str:
 
 
 OLD_RELEASES = {13: "core_v0.13.1", 15: "core_v0.15.3", 16: "core_v0.16.1"}
+# How alike an older message must be to count as this check's wording; at 0.55 only unrelated
+# messages are added (measured on 0.13.1, 0.15.3 and 0.16.1), rewordings below it are aliased by hand.
+RATIO = 0.75
 
 
 @pytest.mark.parametrize("minor", sorted(OLD_RELEASES))
@@ -386,7 +389,7 @@ def test_message_pasted_from_an_older_release_is_found_by_its_fixed_words(minor)
         best = max(old, key=lambda m: max(difflib.SequenceMatcher(None, m, EXC_PREFIX.sub("", c)).ratio()
                                          for c in cands), default="")
         ratio = max((difflib.SequenceMatcher(None, best, EXC_PREFIX.sub("", c)).ratio() for c in cands), default=0)
-        if ratio < 0.75:  # no wording of this check in that release
+        if ratio < RATIO:  # no wording of this check in that release
             continue
         compared += 1
         words = [w for w in (re.sub(r"\s+", " ", p).strip() for p in best.split("{}")) if len(w) >= MIN_SEGMENT]
@@ -395,3 +398,37 @@ def test_message_pasted_from_an_older_release_is_found_by_its_fixed_words(minor)
             lost.append(f"{e.id}: {tag} says {best!r}; not in the catalogue: {missing}")
     assert compared >= 30, f"only {compared} messages of {tag} compared"
     assert not lost, "\n".join(lost)
+
+
+# What a release did where an entry's check did not exist yet, as the entry's **Versions** says:
+# (entry, release, file, text, present). A file that does not exist counts as text absent.
+VERSION_FACTS = [
+    *[(e, "core_v0.12.3", "megatron/core/transformer/transformer_config.py", "pipeline_model_parallel_layout", False)
+      for e in ("PP-07", "PP-08", "PP-09", "PP-10", "PP-11")],
+    *[(e, "core_v0.13.1", "megatron/core/transformer/transformer_config.py", "pipeline_model_parallel_layout", True)
+      for e in ("PP-07", "PP-08", "PP-09", "PP-10", "PP-11")],
+    ("MOE-12", "core_v0.13.1", "megatron/core/transformer/transformer_config.py", "overlap_moe_expert_parallel_comm", False),
+    ("DP-10", "core_v0.17.1", "megatron/core/distributed/distributed_data_parallel_config.py", "num_buckets", False),
+    ("PG-06", "core_v0.12.3", "megatron/core/process_groups_config.py", "use_mpu_process_groups", False),
+    ("OK-02", "core_v0.12.3", "megatron/core/models/backends.py", "Falling back to Torch Norm", False),
+    ("OK-02", "core_v0.12.3", "megatron/core/models/gpt/gpt_layer_specs.py", "Apex is not installed. Falling back to Torch Norm", True),
+    ("DP-04", "core_v0.13.1", "megatron/training/arguments.py", "'--use-megatron-fsdp'", False),
+    ("DP-04", "core_v0.13.1", "megatron/training/arguments.py", "'--use-custom-fsdp'", True),
+    ("DP-05", "core_v0.13.1", "megatron/training/arguments.py", "'--use-custom-fsdp'", True),
+    ("DEP-02", "core_v0.16.1", "megatron/training/arguments.py", "'--hybrid-layer-pattern'", False),
+    ("DEP-03", "core_v0.16.1", "megatron/training/arguments.py", "'--hybrid-layer-pattern'", False),
+    ("CFG-02", "core_v0.15.3", "megatron/core/transformer/transformer_config.py", "full scope is deprecated", False),
+]
+
+
+@pytest.mark.parametrize("fact", VERSION_FACTS, ids=lambda f: f"{f[0]}-{f[1]}-{'has' if f[4] else 'lacks'}")
+def test_what_older_releases_did_is_in_their_source(fact):
+    entry_id, tag, path, text, present = fact
+    entry = {e.id: e for e in ENTRIES}[entry_id]
+    minor = tag.removeprefix("core_v").rsplit(".", 1)[0]
+    assert minor in entry.bullet("Versions") + entry.body, f"{entry_id}: **Versions** does not mention {minor}"
+    try:
+        src = up.source_at(tag, path) or ""
+    except up.Unavailable as exc:
+        pytest.skip(f"{entry_id}: {tag}:{path} not readable here: {exc}")
+    assert (text in src) == present, f"{entry_id}: {text!r} {'missing from' if present else 'found in'} {tag}:{path}"

@@ -13,6 +13,9 @@ what the claim is about. Each of them must be listed under the claim's ``account
 with the reason it does not contradict the claim; an unlisted one fails the test, and so does
 a listed one that no longer exists.
 
+A claim with ``release: core_v0.X.Y`` is about that release: the files its ``scope`` lists
+are read from the git mirror or the release's wheel (tests/upstream_sources.py) and scanned.
+
 A term of ``about`` is one name, or alternatives separated by ``|``; a check is about the claim
 when it reads every term. ``@file:GLOB`` is read by every check in a matching file, and
 ``@function:NAME`` by every check in that function (``Class.method``).
@@ -31,6 +34,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import source_checks as sc  # noqa: E402
+import upstream_sources as up  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
@@ -128,7 +132,15 @@ def _reads(check: sc.Check, term: str) -> bool:
 
 def relevant_checks(claim: dict) -> list[sc.Check]:
     scope = tuple(claim.get("scope", DATA["packages"]))
-    checks = sc.installed_checks(SITE, tuple(DATA["packages"]), frozenset(DATA["check_helpers"]))
+    helpers = frozenset(DATA["check_helpers"])
+    if "release" in claim:  # a claim about an older release: scan its files (scope lists them)
+        try:
+            checks = [c for path in scope
+                      for c in sc.checks_in_source(up.source_at(claim["release"], path) or "", path, helpers)]
+        except up.Unavailable as exc:
+            pytest.skip(f"{claim['id']}: {claim['release']} not readable here: {exc}")
+    else:
+        checks = sc.installed_checks(SITE, tuple(DATA["packages"]), helpers)
     return [c for c in checks if c.file.startswith(scope) and all(_reads(c, t) for t in claim["about"])]
 
 

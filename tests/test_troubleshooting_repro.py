@@ -131,6 +131,28 @@ def warned(fn, category=UserWarning, contains: str = "") -> str:
     return "<no warning>"
 
 
+@contextlib.contextmanager
+def log_records(logger_name: str, contains: str):
+    """Collect 'LEVEL: message' of the logger's records that contain `contains`; the first sets WHERE."""
+    import logging
+
+    records: list[str] = []
+
+    class Grab(logging.Handler):
+        def emit(self, record):
+            if contains in record.getMessage():
+                WHERE.setdefault("where", origin_from_stack())
+                records.append(f"{record.levelname}: {record.getMessage()}")
+
+    logger = logging.getLogger(logger_name)
+    handler = Grab()
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+
+
 def tc(**kw):
     """TransformerConfig with a tiny default model; kw overrides."""
     from megatron.core.transformer.transformer_config import TransformerConfig
@@ -542,24 +564,10 @@ def r_ok_kitchen_stub():
 
 
 def r_dep_mamba_model():
-    import logging
-
     from megatron.core.models.mamba.mamba_model import MambaModel
 
-    records: list[str] = []
-
-    class Grab(logging.Handler):
-        def emit(self, record):
-            records.append(f"{record.levelname}: {record.getMessage()}")
-            WHERE.setdefault("where", origin_from_stack())
-
-    logger = logging.getLogger("megatron.core.models.mamba.mamba_model")
-    handler = Grab()
-    logger.addHandler(handler)
-    try:
+    with log_records("megatron.core.models.mamba.mamba_model", "deprecated") as records:
         raised(lambda: MambaModel(config=None))
-    finally:
-        logger.removeHandler(handler)
     return records[0] if records else "<no log record>"
 
 
@@ -684,25 +692,10 @@ def g_moe_experts_not_divisible_core():
 
 
 def g_dep_gptmodel():
-    import logging
-
-    records: list[str] = []
-
-    class Grab(logging.Handler):
-        def emit(self, record):
-            if "DEPRECATED" in record.getMessage():
-                WHERE["where"] = origin_from_stack()
-            records.append(f"{record.levelname}: {record.getMessage()}")
-
     init_mp()
-    logger = logging.getLogger("megatron.core.models.gpt.gpt_model")
-    handler = Grab()
-    logger.addHandler(handler)
-    try:
+    with log_records("megatron.core.models.gpt.gpt_model", "DEPRECATED") as records:
         local_gpt(tc())
-    finally:
-        logger.removeHandler(handler)
-    return next((r for r in records if "DEPRECATED" in r), "<no log record>")
+    return records[0] if records else "<no log record>"
 
 
 def g_moe_tp_without_sp():
@@ -818,28 +811,13 @@ def c_dp_fsdp_connections():
 
 
 def _hybrid(**kw):
-    import logging
-
     from megatron.core.models.hybrid.hybrid_layer_specs import hybrid_stack_spec
     from megatron.core.models.hybrid.hybrid_model import HybridModel
 
-    records: list[str] = []
-
-    class Grab(logging.Handler):
-        def emit(self, record):
-            if "hybrid_override_pattern" in record.getMessage():
-                WHERE.setdefault("where", origin_from_stack())
-                records.append(f"{record.levelname}: {record.getMessage()}")
-
     init_mp()
-    logger = logging.getLogger("megatron.core.models.hybrid.hybrid_model")
-    handler = Grab()
-    logger.addHandler(handler)
-    try:
+    with log_records("megatron.core.models.hybrid.hybrid_model", "hybrid_override_pattern") as records:
         text = raised(lambda: HybridModel(config=tc(num_layers=2), hybrid_stack_spec=hybrid_stack_spec,
                                           vocab_size=128, max_sequence_length=32, **kw))
-    finally:
-        logger.removeHandler(handler)
     return records[0] if records else text
 
 
