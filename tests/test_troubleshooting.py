@@ -9,11 +9,13 @@ Each entry carries these bullets (bold label, then text):
   site-packages (``megatron/core/...``, ``megatron/training/...``, ``torch/lib/...``),
   or no code span for external behaviour without a file in the environment;
 - ``**Layer:**``, ``**Versions:**``, ``**Upstream:**``;
+- ``**Core users get:**`` on every Megatron-LM-only entry (checked in test_troubleshooting_repro.py);
 
 exactly one fence with info ``text error`` (the message) or ``text symptom`` (what a
 silent failure looks like), optionally a ``text source`` fence (the fixed text checked
-against the named file when the symptom itself is not in it), ``**Cause.**`` and
-``**Fix.**`` paragraphs.
+against the named file when the symptom itself is not in it), any number of
+``text alias versions=0.A-0.B [file=PATH]`` fences (older wordings, checked against the
+messages of those releases), ``**Cause.**`` and ``**Fix.**`` paragraphs.
 
 Reproduced entries are compared with the library in test_troubleshooting_repro.py.
 Here: source-checked entries' message segments (split at ``<...>`` placeholders) must
@@ -244,6 +246,21 @@ def test_closing_note_counts_match_the_catalogue():
     )
 
 
+def test_closing_note_version_counts_match_the_catalogue():
+    m = re.search(r"(\d+) entries have a text history checked against core_v0\.12\.3 through\s+0\.19\.0, "
+                  r"(\d+) of them with the same fixed text in every release since 0\.12; (\d+) older wordings\s+"
+                  r"are listed as aliases in (\d+) entries\. Megatron-LM-only entries: (\d+), all with",
+                  _doc_text())
+    assert m, "closing note with the version counts not found"
+    since = [int(HISTORY_RE.search(e.bullet("Text history")).group(1)) for e in HISTORY_ENTRIES]
+    lm_only = [e for e in ENTRIES if e.bullet("Layer").startswith("Megatron-LM only")]
+    assert tuple(map(int, m.groups())) == (
+        len(HISTORY_ENTRIES), since.count(12), sum(len(e.aliases) for e in ENTRIES), len(ALIAS_ENTRIES),
+        len(lm_only),
+    )
+    assert all(e.bullet("Core users get") for e in lm_only)
+
+
 def test_python_fences_parse():
     for e in ENTRIES:
         for info, code in e.fences:
@@ -255,9 +272,15 @@ def test_parser_sees_fields_of_a_sample():
     sample = (
         "# T\n\n## Cat\n\n### XX-01 Title here\n\n- **Status:** `source-checked`\n"
         "- **Raised in:** `megatron/core/utils.py`\n\n```text error\nAssertionError: a <n> b\n```\n"
-        "\n### XX-02 Other\n\n- **Status:** `reproduced`\n"
+        "\n```text alias versions=0.12-0.14 file=megatron/core/x.py\nValueError: old <n> words\n```\n"
+        "\n### XX-02 Other\n\n- **Status:** `reproduced`\n- **Layer:** Megatron-LM only\n"
+        "- **Core users get:** the config is built, `accepted: x`.\n"
     )
     a, b = load_entries(sample)
+    assert a.aliases == [({"versions": "0.12-0.14", "file": "megatron/core/x.py"}, "ValueError: old <n> words")]
+    assert a.text == "AssertionError: a <n> b" and b.aliases == []
+    assert b.bullet("Core users get") == "the config is built, `accepted: x`."
+    assert _alias_releases(a.aliases[0][0]) == ["core_v0.12.3", "core_v0.13.1", "core_v0.14.0"]
     assert (a.id, a.title, a.status, a.raised_in) == (
         "XX-01", "Title here", "source-checked", "megatron/core/utils.py"
     )
