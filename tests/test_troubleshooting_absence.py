@@ -13,8 +13,8 @@ what the claim is about. Each of them must be listed under the claim's ``account
 with the reason it does not contradict the claim; an unlisted one fails the test, and so does
 a listed one that no longer exists.
 
-A claim with ``release: core_v0.X.Y`` is about that release: the files its ``scope`` lists
-are read from the git mirror or the release's wheel (tests/upstream_sources.py) and scanned.
+A claim with ``release: core_v0.X.Y`` is about that release: the files (or folders) its
+``scope`` lists are read from the git mirror or the release's wheel (tests/upstream_sources.py) and scanned.
 
 A term of ``about`` is one name, or alternatives separated by ``|``; a check is about the claim
 when it reads every term. ``@file:GLOB`` is read by every check in a matching file, and
@@ -135,7 +135,10 @@ def relevant_checks(claim: dict) -> list[sc.Check]:
     helpers = frozenset(DATA["check_helpers"])
     if "release" in claim:  # a claim about an older release: scan its files (scope lists them)
         try:
-            checks = [c for path in scope
+            files = [f for entry in scope
+                     for f in ([entry] if entry.endswith(".py") else up.files_at(claim["release"], entry + "/"))
+                     if f.endswith(".py")]
+            checks = [c for path in files
                       for c in sc.checks_in_source(up.source_at(claim["release"], path) or "", path, helpers)]
         except up.Unavailable as exc:
             pytest.skip(f"{claim['id']}: {claim['release']} not readable here: {exc}")
