@@ -4,14 +4,18 @@ The catalogue is parsed with markdown-it-py. An entry is a level-3 heading
 ``### <ID> <title>`` (ID like ``TP-01``) and everything up to the next level-2/3 heading.
 Each entry carries these bullets (bold label, then text):
 
-- ``**Status:**`` one of ``reproduced``, ``source-checked``, ``external`` (in a code span);
+- ``**Status:**`` one of ``reproduced``, ``source-checked``, ``external``, ``reported`` (in a
+  code span);
 - ``**Raised in:**`` first code span = path of the raising file, relative to
   site-packages (``megatron/core/...``, ``megatron/training/...``, ``torch/lib/...``),
   or no code span for external behaviour without a file in the environment;
 - ``**Layer:**``, ``**Versions:**``, ``**Upstream:**``;
 
+optional ``**Symptoms:**``, ``**Stuck in:**`` (``file:function``; ``; ``-separated) and
+``**Core users get:**`` bullets;
 exactly one fence with info ``text error`` (the message) or ``text symptom`` (what a
-silent failure looks like), optionally a ``text source`` fence (the fixed text checked
+silent failure looks like), optional ``text alias versions=A-B`` fences (older wordings),
+optionally a ``text source`` fence (the fixed text checked
 against the named file when the symptom itself is not in it), ``**Cause.**`` and
 ``**Fix.**`` paragraphs.
 
@@ -40,7 +44,7 @@ import upstream_sources as up  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "references" / "troubleshooting.md"
 SITE = next((ROOT / ".venv" / "lib").glob("python3*/site-packages"))
-STATUSES = ("reproduced", "source-checked", "external")
+STATUSES = ("reproduced", "source-checked", "external", "reported")
 ID_RE = re.compile(r"^([A-Z]+-\d{2}) (.+)$")
 PLACEHOLDER = re.compile(r"<[^<>\n]*>")
 MIN_SEGMENT = 8
@@ -186,7 +190,7 @@ def test_entry_has_required_fields(entry):
         assert entry.bullet(label), f"{entry.id}: missing **{label}:**"
     assert len(entry.message_fences) == 1, f"{entry.id}: needs one text error/symptom fence"
     assert "**Cause.**" in entry.body and "**Fix.**" in entry.body, entry.id
-    if entry.status != "external":
+    if entry.status != "external" and (entry.status != "reported" or entry.raised_in):
         path = entry.raised_in
         assert path and (SITE / path).is_file(), f"{entry.id}: no installed file {path!r}"
 
@@ -224,12 +228,13 @@ def test_index_links_every_entry():
 
 def test_closing_note_counts_match_the_catalogue():
     m = re.search(
-        r"(\d+) entries: (\d+) reproduced, (\d+) source-checked, (\d+) external", _doc_text()
+        r"(\d+) entries: (\d+) reproduced, (\d+) source-checked, (\d+) external, (\d+) reported",
+        _doc_text(),
     )
     assert m, "closing note with the counts not found"
     c = counts(ENTRIES)
     assert tuple(map(int, m.groups())) == (
-        len(ENTRIES), c["reproduced"], c["source-checked"], c["external"]
+        len(ENTRIES), c["reproduced"], c["source-checked"], c["external"], c["reported"]
     )
 
 
@@ -304,3 +309,105 @@ def test_fixed_runs_skips_values():
     src = "raise ValueError(f\"num_attention_heads ({n}) must be a multiple of tensor_model_parallel_size ({tp}).\")"
     msg = "ValueError: num_attention_heads (6) must be a multiple of tensor_model_parallel_size (4)."
     assert fixed_runs(msg, src) == ["must be a multiple of tensor_model_parallel_size"]
+
+
+# --------------------------------------------------------------------------- field-report fields
+
+FIELD_REPORTS = ROOT / "tests" / "data" / "troubleshooting" / "field_reports.json"
+ALIAS_RE = re.compile(r"^text alias versions=0\.(\d+)-0\.(\d+)$")
+# Newest patch of each minor line that the alias check can read (mirror or PyPI wheels).
+ALIAS_TAGS = {12: "core_v0.12.0", 13: "core_v0.13.1", 14: "core_v0.14.0", **RELEASES}
+
+
+def _links(text: str) -> set[str]:
+    return set(re.findall(r"<(https://[^>\s]+)>", text))
+
+
+@pytest.mark.parametrize("entry", BY_STATUS["reported"], ids=lambda e: e.id)
+def test_reported_entries_come_from_harvested_reports(entry):
+    """A `reported` entry names at least one public thread that the harvest covers with it."""
+    import json
+
+    reports = json.loads(FIELD_REPORTS.read_text(encoding="utf-8"))["reports"]
+    mine = {r["link"] for r in reports if r["verdict"] == "covered" and r["entry"] == entry.id}
+    assert _links(entry.bullet("Upstream")) & mine, (
+        f"{entry.id}: no Upstream link is a covered report in {FIELD_REPORTS.name}"
+    )
+
+
+STUCK = [e for e in ENTRIES if e.bullet("Stuck in")]
+
+
+@pytest.mark.parametrize("entry", STUCK, ids=lambda e: e.id)
+def test_stuck_in_names_an_installed_function(entry):
+    for item in entry.bullet("Stuck in").split(";"):
+        path, _, func = item.strip().partition(":")
+        assert func, f"{entry.id}: {item!r} is not file:function"
+        src = (SITE / path).read_text(encoding="utf-8")
+        assert re.search(rf"^\s*def {re.escape(func)}\(", src, re.M), (
+            f"{entry.id}: no def {func} in installed {path}"
+        )
+
+
+def test_hang_and_symptom_entries_are_indexed_by_symptom_words():
+    """Entries with Symptoms carry at least one of the words users search for."""
+    words = {"hang", "stuck", "deadlock", "diverge", "nan", "timeout", "silently", "fewer layers"}
+    lacking = [
+        e.id for e in ENTRIES if e.bullet("Symptoms")
+        and not words & {w.strip().lower() for w in e.bullet("Symptoms").split(",")}
+    ]
+    assert not lacking, lacking
+    assert any(e.id.startswith("HANG-") for e in ENTRIES if e.bullet("Stuck in"))
+
+
+ALIASES = [(e, info, body) for e in ENTRIES for info, body in e.fences if info.startswith("text alias")]
+
+
+@pytest.mark.parametrize(
+    "entry,info,body", ALIASES, ids=[f"{e.id}-{i}" for i, (e, _, _) in enumerate(ALIASES)]
+)
+def test_alias_text_is_in_the_releases_it_names(entry, info, body):
+    """`text alias versions=0.A-0.B`: the older wording is in the entry's file in those releases."""
+    m = ALIAS_RE.match(info)
+    assert m, f"{entry.id}: alias info {info!r} is not 'text alias versions=0.A-0.B'"
+    first, last = int(m.group(1)), int(m.group(2))
+    segs = segments(body.strip())
+    assert segs, f"{entry.id}: alias without fixed text"
+    checked = []
+    for minor in range(first, last + 1):
+        tag = ALIAS_TAGS.get(minor)
+        if tag is None:
+            continue
+        try:
+            src = _alias_source(tag, entry.raised_in)
+        except up.Unavailable as exc:
+            pytest.skip(f"{entry.id} alias: {tag} unreadable here: {exc}")
+        missing = [s for s in segs if re.sub(r"\s+", " ", s) not in src]
+        assert not missing, f"{entry.id}: alias text not in {tag}:{entry.raised_in}: {missing}"
+        checked.append(tag)
+    assert checked, f"{entry.id}: no release of {info} can be checked"
+
+
+def _alias_source(tag: str, path: str) -> str:
+    """Normalized path at tag; releases older than upstream_sources' wheel list need the mirror."""
+    try:
+        return _source_at(tag, path)
+    except up.UnknownVersion:
+        repo = up.mirror()
+        if repo is None:
+            raise up.Unavailable(f"{tag} is read from the git mirror only (set MEGATRON_LM_MIRROR)")
+        return _normalize_text(up.mirror_source_at(repo, tag, path) or "")
+
+
+def _te_table_rows() -> list[tuple[str, str]]:
+    text = _doc_text()
+    section = text.split("\n## Transformer Engine\n", 1)[1].split("\n### ", 1)[0]
+    return re.findall(r"^\|[^|]+\|[^|]+\| `([^`]+)`: `([^`]+)` \|$", section, re.M)
+
+
+def test_te_version_table_rows_are_in_the_installed_files():
+    rows = _te_table_rows()
+    assert len(rows) >= 8, rows
+    for path, fixed in rows:
+        src = _normalized_source(SITE / path)
+        assert re.sub(r"\s+", " ", fixed) in src, f"TE table: {fixed!r} not in {path}"
