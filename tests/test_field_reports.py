@@ -93,3 +93,19 @@ def test_coverage_helper():
     sample = [{"verdict": v} for v in ("covered", "covered", "not_reproducible", "routed")]
     c, covered, in_scope = coverage(sample)
     assert (covered, in_scope, c["routed"]) == (2, 3, 1)
+
+
+# Sections added for the field reports (runtime/hangs, Transformer Engine, Apex, FP8).
+FIELD_PREFIXES = ("HANG", "RT", "TE", "APEX", "FP")
+
+
+def test_closing_note_counts_the_field_entries_by_status():
+    mine = [e for e in ENTRIES if e.id.split("-")[0] in FIELD_PREFIXES]
+    c = Counter(e.status for e in mine)
+    reproduced = ", ".join(e.id for e in mine if e.status == "reproduced")
+    flat = re.sub(r"\s+", " ", DOC.read_text(encoding="utf-8").split("\n## Closing note", 1)[1])
+    expected = (
+        f"{c['reproduced']} reproduced ({reproduced}), {c['source-checked']} source-checked, "
+        f"{c['external']} external, {c['reported']} reported."
+    )
+    assert expected in flat, f"closing note lacks {expected!r}"
