@@ -761,6 +761,30 @@ def g_tp_more_groups_than_heads_silent():
     )
 
 
+def g_rt_interleaved_one_iterator():
+    """PP=2, VPP=2: the interleaved schedule given one iterator instead of one per chunk."""
+    import torch
+
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    init_mp(pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2)
+    cfg = tc(num_layers=4, pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2,
+             pipeline_dtype=torch.float32)
+
+    class Chunk(torch.nn.Module):  # the schedule reads only .config before the check
+        def __init__(self):
+            super().__init__()
+            self.config = cfg
+
+    schedule = get_forward_backward_func()
+    return raised(
+        lambda: schedule(
+            forward_step_func=lambda data, model: None, data_iterator=iter([]),
+            model=[Chunk(), Chunk()], num_microbatches=2, seq_length=8, micro_batch_size=1,
+        )
+    )
+
+
 # --------------------------------------------------------------------------- fresh repros
 # Each runs in its own interpreter. env: extra variables; PYTHONPATH entries are relative
 # to tests/data/troubleshooting and go first.
@@ -964,6 +988,7 @@ REPROS: dict[str, tuple[str, object]] = {
     "MOE-14": ("gloo", g_moe_topk_silent),
     "HANG-01": ("fresh", f_hang_startup),
     "HANG-03": ("inproc", r_hang_a2a_overlap_old_torch),
+    "RT-01": ("gloo", g_rt_interleaved_one_iterator),
     "TE-01": ("fresh", f_te_no_version),
     "TE-02": ("fresh", f_te_no_pytorch),
     "TP-11": ("gloo", g_tp_more_groups_than_heads_silent),
