@@ -4,13 +4,15 @@ The catalogue is parsed with markdown-it-py. An entry is a level-3 heading
 ``### <ID> <title>`` (ID like ``TP-01``) and everything up to the next level-2/3 heading.
 Each entry carries these bullets (bold label, then text):
 
-- ``**Status:**`` one of ``reproduced``, ``source-checked``, ``external`` (in a code span);
+- ``**Status:**`` one of ``reproduced``, ``source-checked``, ``external``, ``reported`` (in a
+  code span);
 - ``**Raised in:**`` first code span = path of the raising file, relative to
   site-packages (``megatron/core/...``, ``megatron/training/...``, ``torch/lib/...``),
   or no code span for external behaviour without a file in the environment;
 - ``**Layer:**``, ``**Versions:**``, ``**Upstream:**``;
 - ``**Core users get:**`` on every Megatron-LM-only entry (checked in test_troubleshooting_repro.py);
 
+optional ``**Symptoms:**`` and ``**Stuck in:**`` (``file:function``; ``; ``-separated) bullets;
 exactly one fence with info ``text error`` (the message) or ``text symptom`` (what a
 silent failure looks like), optionally a ``text source`` fence (the fixed text checked
 against the named file when the symptom itself is not in it), any number of
@@ -43,7 +45,7 @@ import upstream_sources as up  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "references" / "troubleshooting.md"
 SITE = Path(sysconfig.get_paths()["purelib"])  # the running interpreter's, not a .venv in the checkout
-STATUSES = ("reproduced", "source-checked", "external")
+STATUSES = ("reproduced", "source-checked", "external", "reported")
 ID_RE = re.compile(r"^([A-Z]+-\d{2}) (.+)$")
 PLACEHOLDER = re.compile(r"<[^<>\n]*>")
 MIN_SEGMENT = 8
@@ -200,7 +202,7 @@ def test_entry_has_required_fields(entry):
         assert entry.bullet(label), f"{entry.id}: missing **{label}:**"
     assert len(entry.message_fences) == 1, f"{entry.id}: needs one text error/symptom fence"
     assert "**Cause.**" in entry.body and "**Fix.**" in entry.body, entry.id
-    if entry.status != "external":
+    if entry.status != "external" and (entry.status != "reported" or entry.raised_in):
         path = entry.raised_in
         assert path and (SITE / path).is_file(), f"{entry.id}: no installed file {path!r}"
 
@@ -238,12 +240,13 @@ def test_index_links_every_entry():
 
 def test_closing_note_counts_match_the_catalogue():
     m = re.search(
-        r"(\d+) entries: (\d+) reproduced, (\d+) source-checked, (\d+) external", _doc_text()
+        r"(\d+) entries: (\d+) reproduced, (\d+) source-checked, (\d+) external, (\d+) reported",
+        _doc_text(),
     )
     assert m, "closing note with the counts not found"
     c = counts(ENTRIES)
     assert tuple(map(int, m.groups())) == (
-        len(ENTRIES), c["reproduced"], c["source-checked"], c["external"]
+        len(ENTRIES), c["reproduced"], c["source-checked"], c["external"], c["reported"]
     )
 
 
@@ -456,3 +459,63 @@ def test_what_older_releases_did_is_in_their_source(fact):
     except up.Unavailable as exc:
         pytest.skip(f"{entry_id}: {tag}:{path} not readable here: {exc}")
     assert (text in src) == present, f"{entry_id}: {text!r} {'missing from' if present else 'found in'} {tag}:{path}"
+
+
+# --------------------------------------------------------------------------- field-report fields
+
+FIELD_REPORTS = ROOT / "tests" / "data" / "troubleshooting" / "field_reports.json"
+
+
+def _links(text: str) -> set[str]:
+    return set(re.findall(r"<(https://[^>\s]+)>", text))
+
+
+@pytest.mark.parametrize("entry", BY_STATUS["reported"], ids=lambda e: e.id)
+def test_reported_entries_come_from_harvested_reports(entry):
+    """A `reported` entry names at least one public thread that the harvest covers with it."""
+    import json
+
+    reports = json.loads(FIELD_REPORTS.read_text(encoding="utf-8"))["reports"]
+    mine = {r["link"] for r in reports if r["verdict"] == "covered" and r["entry"] == entry.id}
+    assert _links(entry.bullet("Upstream")) & mine, (
+        f"{entry.id}: no Upstream link is a covered report in {FIELD_REPORTS.name}"
+    )
+
+
+STUCK = [e for e in ENTRIES if e.bullet("Stuck in")]
+
+
+@pytest.mark.parametrize("entry", STUCK, ids=lambda e: e.id)
+def test_stuck_in_names_an_installed_function(entry):
+    for item in entry.bullet("Stuck in").split(";"):
+        path, _, func = item.strip().partition(":")
+        assert func, f"{entry.id}: {item!r} is not file:function"
+        src = (SITE / path).read_text(encoding="utf-8")
+        assert re.search(rf"^\s*def {re.escape(func)}\(", src, re.M), (
+            f"{entry.id}: no def {func} in installed {path}"
+        )
+
+
+def test_hang_and_symptom_entries_are_indexed_by_symptom_words():
+    """Entries with Symptoms carry at least one of the words users search for."""
+    words = {"hang", "stuck", "deadlock", "diverge", "nan", "timeout", "silently", "fewer layers"}
+    lacking = [
+        e.id for e in ENTRIES if e.bullet("Symptoms")
+        and not words & {w.strip().lower() for w in e.bullet("Symptoms").split(",")}
+    ]
+    assert not lacking, lacking
+    assert any(e.id.startswith("HANG-") for e in ENTRIES if e.bullet("Stuck in"))
+
+
+def _te_table_rows() -> list[tuple[str, str]]:
+    text = _doc_text()
+    section = text.split("\n## Transformer Engine\n", 1)[1].split("\n### ", 1)[0]
+    return re.findall(r"^\|[^|]+\|[^|]+\| `([^`]+)`: `([^`]+)` \|$", section, re.M)
+
+
+def test_te_version_table_rows_are_in_the_installed_files():
+    rows = _te_table_rows()
+    assert len(rows) >= 8, rows
+    for path, fixed in rows:
+        src = _normalized_source(SITE / path)
+        assert re.sub(r"\s+", " ", fixed) in src, f"TE table: {fixed!r} not in {path}"

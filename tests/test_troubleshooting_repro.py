@@ -20,7 +20,9 @@ of warnings.warn / the logger, skipping rank-0 relay helpers) is the entry's
 
 This file is also the worker script: ``python tests/test_troubleshooting_repro.py
 inproc OUT`` / ``gloo RANK WORLD PORT OUT`` / ``fresh ID[,ID...] OUT`` write a JSON object
-{entry id: {"text", "where"}} to OUT (stdout is left to megatron's own prints).
+{entry id: {"text", "where"}} to OUT (stdout is left to megatron's own prints);
+``hangrank RANK PORT`` is one rank of the HANG-01 hang, started by its fresh repro (rank 0
+dumps its stack with faulthandler and exits; the repro reads the dump).
 """
 
 from __future__ import annotations
@@ -539,6 +541,26 @@ def r_cs_connections_blackwell_silent():
     return "accepted: TP=2, CUDA_DEVICE_MAX_CONNECTIONS unset, GPU arch 10 (Blackwell)"
 
 
+# Runtime failures and hangs
+
+
+def r_hang_a2a_overlap_old_torch():
+    """EP A2A overlap on a torch older than 2.6: the torch-version query is patched."""
+    import megatron.core.transformer.transformer_config as T
+
+    old = T.is_torch_min_version
+    T.is_torch_min_version = lambda version, check_equality=True: False
+    try:
+        return raised(
+            lambda: tc(
+                num_moe_experts=4, expert_model_parallel_size=2, add_bias_linear=False,
+                moe_token_dispatcher_type="alltoall", overlap_moe_expert_parallel_comm=True,
+            )
+        )
+    finally:
+        T.is_torch_min_version = old
+
+
 # Optional kernels
 
 
@@ -871,6 +893,30 @@ def g_tp_more_groups_than_heads_silent():
     )
 
 
+def g_rt_interleaved_one_iterator():
+    """PP=2, VPP=2: the interleaved schedule given one iterator instead of one per chunk."""
+    import torch
+
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    init_mp(pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2)
+    cfg = tc(num_layers=4, pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2,
+             pipeline_dtype=torch.float32)
+
+    class Chunk(torch.nn.Module):  # the schedule reads only .config before the check
+        def __init__(self):
+            super().__init__()
+            self.config = cfg
+
+    schedule = get_forward_backward_func()
+    return raised(
+        lambda: schedule(
+            forward_step_func=lambda data, model: None, data_iterator=iter([]),
+            model=[Chunk(), Chunk()], num_microbatches=2, seq_length=8, micro_batch_size=1,
+        )
+    )
+
+
 # --------------------------------------------------------------------------- fresh repros
 # Each runs in its own interpreter. env: extra variables; PYTHONPATH entries are relative
 # to tests/data/troubleshooting and go first.
@@ -898,6 +944,71 @@ def f_ok_te_oserror():
 
 def f_ok_te_importerror():
     return _import_failure(ImportError)
+
+
+def f_te_no_version():
+    return _import_failure(AttributeError)
+
+
+def f_te_no_pytorch():
+    return _import_failure(ModuleNotFoundError)
+
+
+HANG_TIMEOUT_S = 5  # the process-group timeout given to init_process_group
+HANG_DUMP_AFTER_S = 12  # rank 0 dumps its stack (faulthandler) and exits after this long
+FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line \d+ in (?P<func>\w+)')
+
+
+def _hang_rank(rank: int, port: int) -> None:
+    """One rank of HANG-01: rank 1 never calls initialize_model_parallel, rank 0 does."""
+    import faulthandler
+    import time
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+        timeout=timedelta(seconds=HANG_TIMEOUT_S),
+    )
+    if rank == 1:
+        time.sleep(HANG_DUMP_AFTER_S + 5)  # alive but elsewhere, like a rank stuck in data loading
+        os._exit(0)
+    from megatron.core import parallel_state as ps
+
+    faulthandler.dump_traceback_later(HANG_DUMP_AFTER_S, exit=True)
+    ps.initialize_model_parallel()
+    faulthandler.cancel_dump_traceback_later()
+    print("initialize_model_parallel returned")
+
+
+def f_hang_startup():
+    """HANG-01: start two ranks, return what rank 0's stack dump shows."""
+    port = free_port()
+    procs = [
+        subprocess.Popen(
+            [PY, str(THIS), "hangrank", str(rank), str(port)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        for rank in (0, 1)
+    ]
+    outs = [p.communicate(timeout=WORKER_TIMEOUT_S // 2)[0] for p in procs]
+    if "initialize_model_parallel returned" in outs[0]:
+        return "<no hang: initialize_model_parallel returned>"
+    frames = [(site_relative(m["file"]), m["func"]) for m in FRAME_RE.finditer(outs[0])]
+    if not any(func == "initialize_model_parallel" for _, func in frames):
+        return "<no stack dump inside initialize_model_parallel> " + outs[0][-500:]
+    # faulthandler lists the most recent call first.
+    megatron = next(f"{f}:{fn}" for f, fn in frames if f.startswith("megatron/"))
+    torch_new_group = next(
+        (f"{f}:{fn}" for f, fn in frames if f.startswith("torch/distributed/") and fn == "new_group"),
+        "<none>",
+    )
+    return (
+        f"rank 0 still in initialize_model_parallel after {HANG_DUMP_AFTER_S} s "
+        f"(process-group timeout {HANG_TIMEOUT_S} s); innermost megatron frame: {megatron}; "
+        f"torch frame: {torch_new_group}"
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -1007,6 +1118,11 @@ REPROS: dict[str, tuple[str, object]] = {
     "CFG-04": ("inproc", r_cfg_full_recompute_no_method),
     "CFG-05": ("inproc", r_cfg_full_recompute_no_layers),
     "MOE-14": ("gloo", g_moe_topk_silent),
+    "HANG-01": ("fresh", f_hang_startup),
+    "HANG-03": ("inproc", r_hang_a2a_overlap_old_torch),
+    "RT-01": ("gloo", g_rt_interleaved_one_iterator),
+    "TE-01": ("fresh", f_te_no_version),
+    "TE-02": ("fresh", f_te_no_pytorch),
     "TP-11": ("gloo", g_tp_more_groups_than_heads_silent),
 }
 
@@ -1040,6 +1156,8 @@ CORE_REPROS: dict[str, tuple[str, object]] = {
 FRESH_PATHS: dict[str, list[str]] = {
     "OK-04": ["fake_te_oserror"],
     "OK-05": ["fake_te_importerror"],
+    "TE-01": ["fake_te_noversion"],
+    "TE-02": ["fake_te_nopytorch"],
 }
 
 # --------------------------------------------------------------------------- worker
@@ -1102,6 +1220,8 @@ def main(argv: list[str]) -> int:
         results = _gloo_main(rank, world, port)
         if rank == 0:
             _write(out, results)
+    elif kind == "hangrank":
+        _hang_rank(int(argv[1]), int(argv[2]))
     elif kind == "fresh":
         ids, out = argv[1].split(","), argv[2]
         _write(out, {entry_id: _run_one(REPROS[entry_id][1]) for entry_id in ids})
