@@ -36,7 +36,8 @@ DEFAULT_MIRROR = "/work/.mirror/NVIDIA+Megatron-LM/repo"
 DIST = "megatron-core"
 # Every final megatron-core release from 0.12 on (PyPI, 2026-11); a minor line ("0.17") means
 # its newest patch here. tests/test_api_version_notes.py checks this against the mirror's tags.
-RELEASES = ("0.12.0", "0.12.1", "0.12.2", "0.12.3", "0.13.0", "0.13.1", "0.14.0", "0.15.0", "0.15.1", "0.15.2", "0.15.3", "0.16.0", "0.16.1", "0.17.0", "0.17.1",
+# 0.10.0 is read by one absence claim (RT-04: the uneven PP split before its assertion existed).
+RELEASES = ("0.10.0", "0.12.0", "0.12.1", "0.12.2", "0.12.3", "0.13.0", "0.13.1", "0.14.0", "0.15.0", "0.15.1", "0.15.2", "0.15.3", "0.16.0", "0.16.1", "0.17.0", "0.17.1",
             "0.18.0", "0.18.2", "0.19.0", "0.19.2")
 # Wheels are per platform; these flags fetch the same Linux CPython wheel on any machine. Only
 # the .py files are read, so any ABI will do: some releases (0.12.x, 0.13.x) have no cp312 build.
