@@ -4,16 +4,20 @@ The catalogue is parsed with markdown-it-py. An entry is a level-3 heading
 ``### <ID> <title>`` (ID like ``TP-01``) and everything up to the next level-2/3 heading.
 Each entry carries these bullets (bold label, then text):
 
-- ``**Status:**`` one of ``reproduced``, ``source-checked``, ``external`` (in a code span);
+- ``**Status:**`` one of ``reproduced``, ``source-checked``, ``external``, ``reported`` (in a
+  code span);
 - ``**Raised in:**`` first code span = path of the raising file, relative to
   site-packages (``megatron/core/...``, ``megatron/training/...``, ``torch/lib/...``),
   or no code span for external behaviour without a file in the environment;
 - ``**Layer:**``, ``**Versions:**``, ``**Upstream:**``;
+- ``**Core users get:**`` on every Megatron-LM-only entry (checked in test_troubleshooting_repro.py);
 
+optional ``**Symptoms:**`` and ``**Stuck in:**`` (``file:function``; ``; ``-separated) bullets;
 exactly one fence with info ``text error`` (the message) or ``text symptom`` (what a
 silent failure looks like), optionally a ``text source`` fence (the fixed text checked
-against the named file when the symptom itself is not in it), ``**Cause.**`` and
-``**Fix.**`` paragraphs.
+against the named file when the symptom itself is not in it), any number of
+``text alias versions=0.A-0.B [file=PATH]`` fences (older wordings, checked against the
+messages of those releases), ``**Cause.**`` and ``**Fix.**`` paragraphs.
 
 Reproduced entries are compared with the library in test_troubleshooting_repro.py.
 Here: source-checked entries' message segments (split at ``<...>`` placeholders) must
@@ -41,7 +45,7 @@ import upstream_sources as up  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "references" / "troubleshooting.md"
 SITE = Path(sysconfig.get_paths()["purelib"])  # the running interpreter's, not a .venv in the checkout
-STATUSES = ("reproduced", "source-checked", "external")
+STATUSES = ("reproduced", "source-checked", "external", "reported")
 ID_RE = re.compile(r"^([A-Z]+-\d{2}) (.+)$")
 PLACEHOLDER = re.compile(r"<[^<>\n]*>")
 MIN_SEGMENT = 8
@@ -75,6 +79,17 @@ class Entry:
     @property
     def text(self) -> str:
         return self.message_fences[0][1].rstrip("\n")
+
+    @property
+    def aliases(self) -> list[tuple[dict[str, str], str]]:
+        """Older wordings: (info keys, message) of each ``text alias versions=A-B [file=PATH]`` fence."""
+        out = []
+        for info, content in self.fences:
+            words = info.split()
+            if words[:2] == ["text", "alias"]:
+                keys = dict(w.split("=", 1) for w in words[2:] if "=" in w)
+                out.append((keys, content.rstrip("\n")))
+        return out
 
     @property
     def checked_text(self) -> str:
@@ -155,10 +170,10 @@ def fixed_runs(message: str, source: str, min_words: int = 3) -> list[str]:
     return runs
 
 
-# Newest patch release of each minor line. Read through tests/upstream_sources.py: the git
-# mirror ($MEGATRON_LM_MIRROR) when present, else the megatron-core wheels from PyPI (which
-# ship megatron/training/ only from 0.17 on). 0.19.2 itself is checked against the installed files.
-RELEASES = {15: "core_v0.15.3", 16: "core_v0.16.1", 17: "core_v0.17.1", 18: "core_v0.18.2",
+# Newest patch release of each minor line from 0.12. Read through tests/upstream_sources.py: the
+# git mirror ($MEGATRON_LM_MIRROR) when present, else the megatron-core wheels from PyPI (which
+# ship megatron/training/ only from 0.17 on). "since 0.12 or earlier" asserts presence from 0.12. 0.19.2 itself is checked against the installed files.
+RELEASES = {12: "core_v0.12.3", 13: "core_v0.13.1", 14: "core_v0.14.0", 15: "core_v0.15.3", 16: "core_v0.16.1", 17: "core_v0.17.1", 18: "core_v0.18.2",
             19: "core_v0.19.0"}
 MIN_HISTORY_CHARS = 23  # shorter fixed text ("is not divisible by") proves nothing
 HISTORY_RE = re.compile(r"since 0\.(\d+)")
@@ -187,7 +202,7 @@ def test_entry_has_required_fields(entry):
         assert entry.bullet(label), f"{entry.id}: missing **{label}:**"
     assert len(entry.message_fences) == 1, f"{entry.id}: needs one text error/symptom fence"
     assert "**Cause.**" in entry.body and "**Fix.**" in entry.body, entry.id
-    if entry.status != "external":
+    if entry.status != "external" and (entry.status != "reported" or entry.raised_in):
         path = entry.raised_in
         assert path and (SITE / path).is_file(), f"{entry.id}: no installed file {path!r}"
 
@@ -225,13 +240,29 @@ def test_index_links_every_entry():
 
 def test_closing_note_counts_match_the_catalogue():
     m = re.search(
-        r"(\d+) entries: (\d+) reproduced, (\d+) source-checked, (\d+) external", _doc_text()
+        r"(\d+) entries: (\d+) reproduced, (\d+) source-checked, (\d+) external, (\d+) reported",
+        _doc_text(),
     )
     assert m, "closing note with the counts not found"
     c = counts(ENTRIES)
     assert tuple(map(int, m.groups())) == (
-        len(ENTRIES), c["reproduced"], c["source-checked"], c["external"]
+        len(ENTRIES), c["reproduced"], c["source-checked"], c["external"], c["reported"]
     )
+
+
+def test_closing_note_version_counts_match_the_catalogue():
+    m = re.search(r"(\d+) entries have a text history checked against core_v0\.12\.3 through\s+0\.19\.0, "
+                  r"(\d+) of them with the same fixed text in every release since 0\.12; (\d+) older wordings\s+"
+                  r"are listed as aliases in (\d+) entries\. Megatron-LM-only entries: (\d+), all with",
+                  _doc_text())
+    assert m, "closing note with the version counts not found"
+    since = [int(HISTORY_RE.search(e.bullet("Text history")).group(1)) for e in HISTORY_ENTRIES]
+    lm_only = [e for e in ENTRIES if e.bullet("Layer").startswith("Megatron-LM only")]
+    assert tuple(map(int, m.groups())) == (
+        len(HISTORY_ENTRIES), since.count(12), sum(len(e.aliases) for e in ENTRIES), len(ALIAS_ENTRIES),
+        len(lm_only),
+    )
+    assert all(e.bullet("Core users get") for e in lm_only)
 
 
 def test_python_fences_parse():
@@ -245,9 +276,15 @@ def test_parser_sees_fields_of_a_sample():
     sample = (
         "# T\n\n## Cat\n\n### XX-01 Title here\n\n- **Status:** `source-checked`\n"
         "- **Raised in:** `megatron/core/utils.py`\n\n```text error\nAssertionError: a <n> b\n```\n"
-        "\n### XX-02 Other\n\n- **Status:** `reproduced`\n"
+        "\n```text alias versions=0.12-0.14 file=megatron/core/x.py\nValueError: old <n> words\n```\n"
+        "\n### XX-02 Other\n\n- **Status:** `reproduced`\n- **Layer:** Megatron-LM only\n"
+        "- **Core users get:** the config is built, `accepted: x`.\n"
     )
     a, b = load_entries(sample)
+    assert a.aliases == [({"versions": "0.12-0.14", "file": "megatron/core/x.py"}, "ValueError: old <n> words")]
+    assert a.text == "AssertionError: a <n> b" and b.aliases == []
+    assert b.bullet("Core users get") == "the config is built, `accepted: x`."
+    assert _alias_releases(a.aliases[0][0]) == ["core_v0.12.3", "core_v0.13.1", "core_v0.14.0"]
     assert (a.id, a.title, a.status, a.raised_in) == (
         "XX-01", "Title here", "source-checked", "megatron/core/utils.py"
     )
@@ -305,3 +342,180 @@ def test_fixed_runs_skips_values():
     src = "raise ValueError(f\"num_attention_heads ({n}) must be a multiple of tensor_model_parallel_size ({tp}).\")"
     msg = "ValueError: num_attention_heads (6) must be a multiple of tensor_model_parallel_size (4)."
     assert fixed_runs(msg, src) == ["must be a multiple of tensor_model_parallel_size"]
+
+
+ALIAS_ENTRIES = [e for e in ENTRIES if e.aliases]
+VERSIONS_RE = re.compile(r"^0\.(\d+)-0\.(\d+)$")
+
+
+@functools.lru_cache(maxsize=None)
+def _messages_at(tag: str, path: str) -> str:
+    """The messages of path at tag as printed (ast templates, f"{x=}" gives "x={}"), one per line."""
+    import source_checks as sc
+
+    return "\n".join(re.sub(r"\s+", " ", m) for m in sc.messages(up.source_at(tag, path) or ""))
+
+
+def _alias_releases(keys: dict[str, str]) -> list[str]:
+    m = VERSIONS_RE.match(keys.get("versions", ""))
+    assert m, f"alias needs versions=0.A-0.B, got {keys}"
+    lo, hi = int(m.group(1)), int(m.group(2))
+    return [tag for minor, tag in RELEASES.items() if lo <= minor <= hi]
+
+
+@pytest.mark.parametrize("entry", ALIAS_ENTRIES, ids=lambda e: e.id)
+def test_alias_wording_is_in_the_releases_it_names(entry):
+    """Each older wording's fixed text occurs in the named file of every release in its range."""
+    unchecked = []
+    for keys, text in entry.aliases:
+        path = keys.get("file", entry.raised_in)
+        segs = segments(text)
+        assert segs and sum(map(len, segs)) >= MIN_HISTORY_CHARS, f"{entry.id}: alias too short: {text!r}"
+        for tag in _alias_releases(keys):
+            try:
+                src = _messages_at(tag, path)
+            except up.Unavailable as exc:
+                unchecked.append((tag, str(exc)))
+                continue
+            missing = [seg for seg in segs if seg not in src]
+            assert not missing, f"{entry.id}: alias {text!r} not in {tag}:{path}: {missing}"
+    if unchecked:
+        pytest.skip(f"{entry.id} aliases not checked in {[t for t, _ in unchecked]}: {unchecked[0][1]}")
+
+
+def _catalogue_words() -> str:
+    return re.sub(r"\s+", " ", _doc_text())
+
+
+OLD_RELEASES = {13: "core_v0.13.1", 15: "core_v0.15.3", 16: "core_v0.16.1"}
+# How alike an older message must be to count as this check's wording; at 0.55 only unrelated
+# messages are added (measured on 0.13.1, 0.15.3 and 0.16.1), rewordings below it are aliased by hand.
+RATIO = 0.75
+
+
+@pytest.mark.parametrize("minor", sorted(OLD_RELEASES))
+def test_message_pasted_from_an_older_release_is_found_by_its_fixed_words(minor):
+    """Take each entry's message as that release's source words it (the most similar message of the
+    raising file there, ast-extracted); its fixed words must occur in the catalogue as plain text."""
+    import difflib
+
+    import source_checks as sc
+
+    tag = OLD_RELEASES[minor]
+    lost, compared = [], 0
+    for e in ENTRIES:
+        if e.status == "external" or not e.raised_in or e.message_fences[0][0] != "text error":
+            continue
+        paths = {e.raised_in} | {k.get("file", e.raised_in) for k, _ in e.aliases}
+        msg = EXC_PREFIX.sub("", e.text.splitlines()[0])
+        try:
+            old = [m for p in paths for m in sc.messages(up.source_at(tag, p) or "")]
+        except up.Unavailable:
+            continue
+        cands = [e.text] + [t for _, t in e.aliases]
+        best = max(old, key=lambda m: max(difflib.SequenceMatcher(None, m, EXC_PREFIX.sub("", c)).ratio()
+                                         for c in cands), default="")
+        ratio = max((difflib.SequenceMatcher(None, best, EXC_PREFIX.sub("", c)).ratio() for c in cands), default=0)
+        if ratio < RATIO:  # no wording of this check in that release
+            continue
+        compared += 1
+        words = [w for w in (re.sub(r"\s+", " ", p).strip() for p in best.split("{}")) if len(w) >= MIN_SEGMENT]
+        missing = [w for w in words if w not in _catalogue_words()]
+        if missing:
+            lost.append(f"{e.id}: {tag} says {best!r}; not in the catalogue: {missing}")
+    assert compared >= 30, f"only {compared} messages of {tag} compared"
+    assert not lost, "\n".join(lost)
+
+
+# What a release did where an entry's check did not exist yet, as the entry's **Versions** says:
+# (entry, release, file, text, present). A file that does not exist counts as text absent.
+VERSION_FACTS = [
+    *[(e, "core_v0.12.3", "megatron/core/transformer/transformer_config.py", "pipeline_model_parallel_layout", False)
+      for e in ("PP-07", "PP-08", "PP-09", "PP-10", "PP-11")],
+    *[(e, "core_v0.13.1", "megatron/core/transformer/transformer_config.py", "pipeline_model_parallel_layout", True)
+      for e in ("PP-07", "PP-08", "PP-09", "PP-10", "PP-11")],
+    ("MOE-12", "core_v0.13.1", "megatron/core/transformer/transformer_config.py", "overlap_moe_expert_parallel_comm", False),
+    ("DP-10", "core_v0.17.1", "megatron/core/distributed/distributed_data_parallel_config.py", "num_buckets", False),
+    ("PG-06", "core_v0.12.3", "megatron/core/process_groups_config.py", "use_mpu_process_groups", False),
+    ("OK-02", "core_v0.12.3", "megatron/core/models/backends.py", "Falling back to Torch Norm", False),
+    ("OK-02", "core_v0.12.3", "megatron/core/models/gpt/gpt_layer_specs.py", "Apex is not installed. Falling back to Torch Norm", True),
+    ("DP-04", "core_v0.13.1", "megatron/training/arguments.py", "'--use-megatron-fsdp'", False),
+    ("DP-04", "core_v0.13.1", "megatron/training/arguments.py", "'--use-custom-fsdp'", True),
+    ("DP-05", "core_v0.13.1", "megatron/training/arguments.py", "'--use-custom-fsdp'", True),
+    ("DEP-02", "core_v0.16.1", "megatron/training/arguments.py", "'--hybrid-layer-pattern'", False),
+    ("DEP-03", "core_v0.16.1", "megatron/training/arguments.py", "'--hybrid-layer-pattern'", False),
+    ("CFG-02", "core_v0.15.3", "megatron/core/transformer/transformer_config.py", "full scope is deprecated", False),
+]
+
+
+@pytest.mark.parametrize("fact", VERSION_FACTS, ids=lambda f: f"{f[0]}-{f[1]}-{'has' if f[4] else 'lacks'}")
+def test_what_older_releases_did_is_in_their_source(fact):
+    entry_id, tag, path, text, present = fact
+    entry = {e.id: e for e in ENTRIES}[entry_id]
+    minor = tag.removeprefix("core_v").rsplit(".", 1)[0]
+    assert minor in entry.bullet("Versions") + entry.body, f"{entry_id}: **Versions** does not mention {minor}"
+    try:
+        src = up.source_at(tag, path) or ""
+    except up.Unavailable as exc:
+        pytest.skip(f"{entry_id}: {tag}:{path} not readable here: {exc}")
+    assert (text in src) == present, f"{entry_id}: {text!r} {'missing from' if present else 'found in'} {tag}:{path}"
+
+
+# --------------------------------------------------------------------------- field-report fields
+
+FIELD_REPORTS = ROOT / "tests" / "data" / "troubleshooting" / "field_reports.json"
+
+
+def _links(text: str) -> set[str]:
+    return set(re.findall(r"<(https://[^>\s]+)>", text))
+
+
+@pytest.mark.parametrize("entry", BY_STATUS["reported"], ids=lambda e: e.id)
+def test_reported_entries_come_from_harvested_reports(entry):
+    """A `reported` entry names at least one public thread that the harvest covers with it."""
+    import json
+
+    reports = json.loads(FIELD_REPORTS.read_text(encoding="utf-8"))["reports"]
+    mine = {r["link"] for r in reports if r["verdict"] == "covered" and r["entry"] == entry.id}
+    assert _links(entry.bullet("Upstream")) & mine, (
+        f"{entry.id}: no Upstream link is a covered report in {FIELD_REPORTS.name}"
+    )
+
+
+STUCK = [e for e in ENTRIES if e.bullet("Stuck in")]
+
+
+@pytest.mark.parametrize("entry", STUCK, ids=lambda e: e.id)
+def test_stuck_in_names_an_installed_function(entry):
+    for item in entry.bullet("Stuck in").split(";"):
+        path, _, func = item.strip().partition(":")
+        assert func, f"{entry.id}: {item!r} is not file:function"
+        src = (SITE / path).read_text(encoding="utf-8")
+        assert re.search(rf"^\s*def {re.escape(func)}\(", src, re.M), (
+            f"{entry.id}: no def {func} in installed {path}"
+        )
+
+
+def test_hang_and_symptom_entries_are_indexed_by_symptom_words():
+    """Entries with Symptoms carry at least one of the words users search for."""
+    words = {"hang", "stuck", "deadlock", "diverge", "nan", "timeout", "silently", "fewer layers"}
+    lacking = [
+        e.id for e in ENTRIES if e.bullet("Symptoms")
+        and not words & {w.strip().lower() for w in e.bullet("Symptoms").split(",")}
+    ]
+    assert not lacking, lacking
+    assert any(e.id.startswith("HANG-") for e in ENTRIES if e.bullet("Stuck in"))
+
+
+def _te_table_rows() -> list[tuple[str, str]]:
+    text = _doc_text()
+    section = text.split("\n## Transformer Engine\n", 1)[1].split("\n### ", 1)[0]
+    return re.findall(r"^\|[^|]+\|[^|]+\| `([^`]+)`: `([^`]+)` \|$", section, re.M)
+
+
+def test_te_version_table_rows_are_in_the_installed_files():
+    rows = _te_table_rows()
+    assert len(rows) >= 8, rows
+    for path, fixed in rows:
+        src = _normalized_source(SITE / path)
+        assert re.sub(r"\s+", " ", fixed) in src, f"TE table: {fixed!r} not in {path}"

@@ -20,7 +20,9 @@ of warnings.warn / the logger, skipping rank-0 relay helpers) is the entry's
 
 This file is also the worker script: ``python tests/test_troubleshooting_repro.py
 inproc OUT`` / ``gloo RANK WORLD PORT OUT`` / ``fresh ID[,ID...] OUT`` write a JSON object
-{entry id: {"text", "where"}} to OUT (stdout is left to megatron's own prints).
+{entry id: {"text", "where"}} to OUT (stdout is left to megatron's own prints);
+``hangrank RANK PORT`` is one rank of the HANG-01 hang, started by its fresh repro (rank 0
+dumps its stack with faulthandler and exits; the repro reads the dump).
 """
 
 from __future__ import annotations
@@ -129,6 +131,28 @@ def warned(fn, category=UserWarning, contains: str = "") -> str:
             WHERE["where"] = origin
             return f"{cat.__name__}: {message}"
     return "<no warning>"
+
+
+@contextlib.contextmanager
+def log_records(logger_name: str, contains: str):
+    """Collect 'LEVEL: message' of the logger's records that contain `contains`; the first sets WHERE."""
+    import logging
+
+    records: list[str] = []
+
+    class Grab(logging.Handler):
+        def emit(self, record):
+            if contains in record.getMessage():
+                WHERE.setdefault("where", origin_from_stack())
+                records.append(f"{record.levelname}: {record.getMessage()}")
+
+    logger = logging.getLogger(logger_name)
+    handler = Grab()
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
 
 
 def tc(**kw):
@@ -390,18 +414,6 @@ def r_moe_bias_etp():
     return raised(lambda: tc(num_moe_experts=4, tensor_model_parallel_size=2))
 
 
-def r_moe_tp_without_sp():
-    return warned(
-        lambda: tc(
-            num_moe_experts=4,
-            add_bias_linear=False,
-            tensor_model_parallel_size=2,
-            expert_model_parallel_size=2,
-        ),
-        contains="sequence parallelism",
-    )
-
-
 def r_moe_allgather_varlen():
     return raised(
         lambda: tc(num_moe_experts=4, moe_token_dispatcher_type="allgather", variable_seq_lengths=True)
@@ -529,6 +541,26 @@ def r_cs_connections_blackwell_silent():
     return "accepted: TP=2, CUDA_DEVICE_MAX_CONNECTIONS unset, GPU arch 10 (Blackwell)"
 
 
+# Runtime failures and hangs
+
+
+def r_hang_a2a_overlap_old_torch():
+    """EP A2A overlap on a torch older than 2.6: the torch-version query is patched."""
+    import megatron.core.transformer.transformer_config as T
+
+    old = T.is_torch_min_version
+    T.is_torch_min_version = lambda version, check_equality=True: False
+    try:
+        return raised(
+            lambda: tc(
+                num_moe_experts=4, expert_model_parallel_size=2, add_bias_linear=False,
+                moe_token_dispatcher_type="alltoall", overlap_moe_expert_parallel_comm=True,
+            )
+        )
+    finally:
+        T.is_torch_min_version = old
+
+
 # Optional kernels
 
 
@@ -554,24 +586,10 @@ def r_ok_kitchen_stub():
 
 
 def r_dep_mamba_model():
-    import logging
-
     from megatron.core.models.mamba.mamba_model import MambaModel
 
-    records: list[str] = []
-
-    class Grab(logging.Handler):
-        def emit(self, record):
-            records.append(f"{record.levelname}: {record.getMessage()}")
-            WHERE.setdefault("where", origin_from_stack())
-
-    logger = logging.getLogger("megatron.core.models.mamba.mamba_model")
-    handler = Grab()
-    logger.addHandler(handler)
-    try:
+    with log_records("megatron.core.models.mamba.mamba_model", "deprecated") as records:
         raised(lambda: MambaModel(config=None))
-    finally:
-        logger.removeHandler(handler)
     return records[0] if records else "<no log record>"
 
 
@@ -696,25 +714,161 @@ def g_moe_experts_not_divisible_core():
 
 
 def g_dep_gptmodel():
-    import logging
+    init_mp()
+    with log_records("megatron.core.models.gpt.gpt_model", "DEPRECATED") as records:
+        local_gpt(tc())
+    return records[0] if records else "<no log record>"
 
-    records: list[str] = []
 
-    class Grab(logging.Handler):
-        def emit(self, record):
-            if "DEPRECATED" in record.getMessage():
-                WHERE["where"] = origin_from_stack()
-            records.append(f"{record.levelname}: {record.getMessage()}")
+def g_moe_tp_without_sp():
+    """A real MoELayer forward in training mode with TP 2 and no sequence parallelism."""
+    import torch
+
+    init_mp(tensor_model_parallel_size=2)
+    cfg = tc(num_moe_experts=4, add_bias_linear=False, tensor_model_parallel_size=2)
+    moe = local_gpt(cfg, num_experts=4).decoder.layers[0].mlp
+    assert type(moe).__name__ == "MoELayer" and moe.training
+    return raised(lambda: moe(torch.zeros(4, 1, cfg.hidden_size)))
+
+
+def g_cs_core_connections_warning():
+    """Megatron Core's own CUDA_DEVICE_MAX_CONNECTIONS warning: a TP=2 linear layer's forward."""
+    import torch
+    from megatron.core.tensor_parallel import layers
+
+    init_mp(tensor_model_parallel_size=2)
+    cfg = tc(tensor_model_parallel_size=2)
+    linear = layers.ColumnParallelLinear(8, 8, config=cfg, init_method=torch.nn.init.zeros_,
+                                         bias=False, gather_output=False)
+    layers.linear_with_grad_accumulation_and_async_allreduce.warned = False  # once per process
+    return warned(lambda: linear(torch.zeros(2, 1, 8, requires_grad=True)), contains="CUDA_DEVICE")
+
+
+# What direct Megatron Core users get for the Megatron-LM-only entries (CORE_REPROS).
+
+
+def c_tp_unpadded_vocab():
+    init_mp()
+    weight = local_gpt(tc(), vocab_size=50257).embedding.word_embeddings.weight
+    return f"accepted: GPTModel(vocab_size=50257) -> embedding.word_embeddings.weight {tuple(weight.shape)}"
+
+
+def c_pp_vpp2_without_overlap():
+    cfg = _pp(num_layers=4, pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2,
+              overlap_p2p_comm=False)
+    return (f"accepted: TransformerConfig(pipeline_model_parallel_size={cfg.pipeline_model_parallel_size}, "
+            f"virtual_pipeline_model_parallel_size={cfg.virtual_pipeline_model_parallel_size}, "
+            f"overlap_p2p_comm={cfg.overlap_p2p_comm})")
+
+
+def c_cp_batch_split():
+    import torch
+    from megatron.core import parallel_state as ps
+    from megatron.core.utils import get_batch_on_this_cp_rank
+
+    init_mp(context_parallel_size=2)
+    batch = {"tokens": torch.zeros(1, 126, dtype=torch.long)}
+    return raised(lambda: get_batch_on_this_cp_rank(batch, False, cp_group=ps.get_context_parallel_group()))
+
+
+def c_cp_hierarchical_groups():
+    from megatron.core import parallel_state as ps
+
+    init_mp(context_parallel_size=2)
+    cfg = tc(context_parallel_size=2, cp_comm_type="a2a+p2p")
+    groups = ps.get_hierarchical_context_parallel_groups(check_initialized=False)
+    return (f"accepted: TransformerConfig(context_parallel_size=2, cp_comm_type={cfg.cp_comm_type!r}); "
+            f"get_hierarchical_context_parallel_groups(check_initialized=False) -> {groups!r}")
+
+
+def c_moe_grouped_gemm_spec():
+    init_mp()
+    cfg = tc(num_moe_experts=4, add_bias_linear=False, moe_grouped_gemm=True)
+    experts = local_gpt(cfg, num_experts=4, moe_grouped_gemm=True).decoder.layers[0].mlp.experts
+    return f"accepted: moe_grouped_gemm=True with the local spec -> experts {type(experts).__name__}"
+
+
+def c_dp_overlap_param_gather():
+    from megatron.core.distributed import DistributedDataParallelConfig
+
+    c = DistributedDataParallelConfig(overlap_param_gather=True, overlap_grad_reduce=False,
+                                      use_distributed_optimizer=False)
+    return (f"accepted: DistributedDataParallelConfig(overlap_param_gather={c.overlap_param_gather}, "
+            f"overlap_grad_reduce={c.overlap_grad_reduce}, use_distributed_optimizer={c.use_distributed_optimizer})")
+
+
+def c_dp_param_gather_without_grad_reduce():
+    from megatron.core.distributed import DistributedDataParallelConfig
+
+    c = DistributedDataParallelConfig(overlap_param_gather=True, overlap_grad_reduce=False,
+                                      use_distributed_optimizer=True)
+    return (f"accepted: DistributedDataParallelConfig(overlap_param_gather={c.overlap_param_gather}, "
+            f"overlap_grad_reduce={c.overlap_grad_reduce}, use_distributed_optimizer={c.use_distributed_optimizer})")
+
+
+def c_dp_no_ckpt_format():
+    import dataclasses
+
+    from megatron.core.distributed import DistributedDataParallelConfig
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    c = DistributedDataParallelConfig(use_megatron_fsdp=True)
+    fields = [f.name for cls in (TransformerConfig, DistributedDataParallelConfig)
+              for f in dataclasses.fields(cls) if "ckpt" in f.name or "checkpoint_format" in f.name]
+    return f"accepted: DistributedDataParallelConfig(use_megatron_fsdp={c.use_megatron_fsdp}); checkpoint-format fields: {fields}"
+
+
+def c_dp_fsdp_connections():
+    from megatron.core.distributed import DistributedDataParallelConfig
+
+    old = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    try:
+        c = DistributedDataParallelConfig(use_megatron_fsdp=True)
+    finally:
+        os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS")
+        if old is not None:
+            os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = old
+    return f"accepted: CUDA_DEVICE_MAX_CONNECTIONS=1 DistributedDataParallelConfig(use_megatron_fsdp={c.use_megatron_fsdp})"
+
+
+def _hybrid(**kw):
+    from megatron.core.models.hybrid.hybrid_layer_specs import hybrid_stack_spec
+    from megatron.core.models.hybrid.hybrid_model import HybridModel
 
     init_mp()
-    logger = logging.getLogger("megatron.core.models.gpt.gpt_model")
-    handler = Grab()
-    logger.addHandler(handler)
-    try:
-        local_gpt(tc())
-    finally:
-        logger.removeHandler(handler)
-    return next((r for r in records if "DEPRECATED" in r), "<no log record>")
+    with log_records("megatron.core.models.hybrid.hybrid_model", "hybrid_override_pattern") as records:
+        text = raised(lambda: HybridModel(config=tc(num_layers=2), hybrid_stack_spec=hybrid_stack_spec,
+                                          vocab_size=128, max_sequence_length=32, **kw))
+    return records[0] if records else text
+
+
+def c_dep_hybrid_override():
+    return _hybrid(hybrid_override_pattern="*-")
+
+
+def c_dep_hybrid_both():
+    return _hybrid(hybrid_override_pattern="*-", hybrid_layer_pattern="*-")
+
+
+def c_dep_model_parallel_size():
+    return raised(lambda: tc(model_parallel_size=2))
+
+
+def c_dep_no_position_embedding():
+    return raised(lambda: local_gpt_kw(no_position_embedding=True))
+
+
+def local_gpt_kw(**kw):
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+
+    return GPTModel(config=tc(), transformer_layer_spec=get_gpt_layer_local_spec(), vocab_size=128,
+                    max_sequence_length=32, **kw)
+
+
+def c_dep_checkpoint_activations():
+    return raised(lambda: tc(checkpoint_activations=True))
 
 
 def g_moe_topk_silent():
@@ -736,6 +890,30 @@ def g_tp_more_groups_than_heads_silent():
         f"accepted: num_attention_heads={cfg.num_attention_heads} "
         f"num_query_groups={cfg.num_query_groups} kv_channels={cfg.kv_channels} -> "
         f"linear_qkv.weight {tuple(qkv.shape)}"
+    )
+
+
+def g_rt_interleaved_one_iterator():
+    """PP=2, VPP=2: the interleaved schedule given one iterator instead of one per chunk."""
+    import torch
+
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    init_mp(pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2)
+    cfg = tc(num_layers=4, pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2,
+             pipeline_dtype=torch.float32)
+
+    class Chunk(torch.nn.Module):  # the schedule reads only .config before the check
+        def __init__(self):
+            super().__init__()
+            self.config = cfg
+
+    schedule = get_forward_backward_func()
+    return raised(
+        lambda: schedule(
+            forward_step_func=lambda data, model: None, data_iterator=iter([]),
+            model=[Chunk(), Chunk()], num_microbatches=2, seq_length=8, micro_batch_size=1,
+        )
     )
 
 
@@ -766,6 +944,71 @@ def f_ok_te_oserror():
 
 def f_ok_te_importerror():
     return _import_failure(ImportError)
+
+
+def f_te_no_version():
+    return _import_failure(AttributeError)
+
+
+def f_te_no_pytorch():
+    return _import_failure(ModuleNotFoundError)
+
+
+HANG_TIMEOUT_S = 5  # the process-group timeout given to init_process_group
+HANG_DUMP_AFTER_S = 12  # rank 0 dumps its stack (faulthandler) and exits after this long
+FRAME_RE = re.compile(r'File "(?P<file>[^"]+)", line \d+ in (?P<func>\w+)')
+
+
+def _hang_rank(rank: int, port: int) -> None:
+    """One rank of HANG-01: rank 1 never calls initialize_model_parallel, rank 0 does."""
+    import faulthandler
+    import time
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+        timeout=timedelta(seconds=HANG_TIMEOUT_S),
+    )
+    if rank == 1:
+        time.sleep(HANG_DUMP_AFTER_S + 5)  # alive but elsewhere, like a rank stuck in data loading
+        os._exit(0)
+    from megatron.core import parallel_state as ps
+
+    faulthandler.dump_traceback_later(HANG_DUMP_AFTER_S, exit=True)
+    ps.initialize_model_parallel()
+    faulthandler.cancel_dump_traceback_later()
+    print("initialize_model_parallel returned")
+
+
+def f_hang_startup():
+    """HANG-01: start two ranks, return what rank 0's stack dump shows."""
+    port = free_port()
+    procs = [
+        subprocess.Popen(
+            [PY, str(THIS), "hangrank", str(rank), str(port)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        for rank in (0, 1)
+    ]
+    outs = [p.communicate(timeout=WORKER_TIMEOUT_S // 2)[0] for p in procs]
+    if "initialize_model_parallel returned" in outs[0]:
+        return "<no hang: initialize_model_parallel returned>"
+    frames = [(site_relative(m["file"]), m["func"]) for m in FRAME_RE.finditer(outs[0])]
+    if not any(func == "initialize_model_parallel" for _, func in frames):
+        return "<no stack dump inside initialize_model_parallel> " + outs[0][-500:]
+    # faulthandler lists the most recent call first.
+    megatron = next(f"{f}:{fn}" for f, fn in frames if f.startswith("megatron/"))
+    torch_new_group = next(
+        (f"{f}:{fn}" for f, fn in frames if f.startswith("torch/distributed/") and fn == "new_group"),
+        "<none>",
+    )
+    return (
+        f"rank 0 still in initialize_model_parallel after {HANG_DUMP_AFTER_S} s "
+        f"(process-group timeout {HANG_TIMEOUT_S} s); innermost megatron frame: {megatron}; "
+        f"torch frame: {torch_new_group}"
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -828,7 +1071,7 @@ REPROS: dict[str, tuple[str, object]] = {
     "MOE-03": ("gloo", g_moe_experts_not_divisible_core),
     "MOE-04": ("gloo", g_moe_expert_grid),
     "MOE-05": ("inproc", r_moe_bias_etp),
-    "MOE-06": ("inproc", r_moe_tp_without_sp),
+    "MOE-06": ("gloo", g_moe_tp_without_sp),
     "MOE-07": ("inproc", r_moe_allgather_varlen),
     "MOE-08": ("inproc", r_moe_deepep),
     "MOE-09": ("inproc", r_moe_topk1),
@@ -875,13 +1118,46 @@ REPROS: dict[str, tuple[str, object]] = {
     "CFG-04": ("inproc", r_cfg_full_recompute_no_method),
     "CFG-05": ("inproc", r_cfg_full_recompute_no_layers),
     "MOE-14": ("gloo", g_moe_topk_silent),
+    "HANG-01": ("fresh", f_hang_startup),
+    "HANG-03": ("inproc", r_hang_a2a_overlap_old_torch),
+    "RT-01": ("gloo", g_rt_interleaved_one_iterator),
+    "TE-01": ("fresh", f_te_no_version),
+    "TE-02": ("fresh", f_te_no_pytorch),
     "TP-11": ("gloo", g_tp_more_groups_than_heads_silent),
+}
+
+# What a direct Megatron Core user gets for a Megatron-LM-only entry (its **Core users get:**):
+# run like REPROS, reported under "core:<id>"; the observed text must be quoted in that bullet.
+CORE_REPROS: dict[str, tuple[str, object]] = {
+    "TP-05": ("gloo", c_tp_unpadded_vocab),
+    "TP-10": ("inproc", r_tp_kv_channels_silent),
+    "PP-03": ("inproc", r_pp_layers_core),
+    "PP-13": ("inproc", c_pp_vpp2_without_overlap),
+    "CP-01": ("gloo", c_cp_batch_split),
+    "CP-04": ("gloo", c_cp_hierarchical_groups),
+    "MOE-02": ("gloo", g_moe_experts_not_divisible_core),
+    "MOE-13": ("gloo", c_moe_grouped_gemm_spec),
+    "DP-02": ("inproc", c_dp_overlap_param_gather),
+    "DP-03": ("inproc", c_dp_param_gather_without_grad_reduce),
+    "DP-04": ("inproc", c_dp_no_ckpt_format),
+    "DP-05": ("inproc", c_dp_fsdp_connections),
+    "PG-03": ("gloo", g_pg_world_not_divisible),
+    "CS-01": ("gloo", g_cs_core_connections_warning),
+    "CS-02": ("gloo", g_cs_core_connections_warning),
+    "CS-03": ("gloo", g_cs_core_connections_warning),
+    "DEP-02": ("gloo", c_dep_hybrid_override),
+    "DEP-03": ("gloo", c_dep_hybrid_both),
+    "DEP-04": ("inproc", c_dep_model_parallel_size),
+    "DEP-05": ("inproc", c_dep_no_position_embedding),
+    "DEP-06": ("inproc", c_dep_checkpoint_activations),
 }
 
 # Fake packages put first on PYTHONPATH for fresh repros (folders under DATA).
 FRESH_PATHS: dict[str, list[str]] = {
     "OK-04": ["fake_te_oserror"],
     "OK-05": ["fake_te_importerror"],
+    "TE-01": ["fake_te_noversion"],
+    "TE-02": ["fake_te_nopytorch"],
 }
 
 # --------------------------------------------------------------------------- worker
@@ -898,7 +1174,8 @@ def _run_one(fn) -> dict[str, str | None]:
 
 def _run_all(kind: str) -> dict[str, dict]:
     results = {}
-    for entry_id, (runner, fn) in REPROS.items():
+    table = {**REPROS, **{f"core:{k}": v for k, v in CORE_REPROS.items()}}
+    for entry_id, (runner, fn) in table.items():
         if runner != kind:
             continue
         results[entry_id] = _run_one(fn)
@@ -943,6 +1220,8 @@ def main(argv: list[str]) -> int:
         results = _gloo_main(rank, world, port)
         if rank == 0:
             _write(out, results)
+    elif kind == "hangrank":
+        _hang_rank(int(argv[1]), int(argv[2]))
     elif kind == "fresh":
         ids, out = argv[1].split(","), argv[2]
         _write(out, {entry_id: _run_one(REPROS[entry_id][1]) for entry_id in ids})
@@ -1051,6 +1330,41 @@ def test_documented_text_equals_library_output(entry_id, observed):
     assert entry_id in observed, f"{entry_id}: no result from its worker"
     got = observed[entry_id]["text"]
     assert entry.text == got, f"{entry_id}: documented\n{entry.text}\n--- but the library gives\n{got}"
+
+
+def _core_users_get(entry) -> str:
+    """The **Core users get:** bullet with its continuation lines, whitespace collapsed."""
+    m = re.search(r"^- \*\*Core users get:\*\*(.*?)(?=^- \*\*|^$)", entry.body, re.M | re.S)
+    return re.sub(r"\s+", " ", m.group(1)).strip() if m else ""
+
+
+def _absence_claim_sections() -> set[str]:
+    import yaml
+
+    data = yaml.safe_load((DATA / "absence_claims.yaml").read_text())
+    return {c.get("section") for c in data["claims"]}
+
+
+def test_every_megatron_lm_only_entry_says_what_core_users_get():
+    """The field exists, and an observation (CORE_REPROS) or an absence scan (absence_claims.yaml) backs it."""
+    lm_only = [e for e in _entries() if e.bullet("Layer").startswith("Megatron-LM only")]
+    assert len(lm_only) >= 20
+    lacking = [e.id for e in lm_only if not _core_users_get(e)]
+    assert not lacking, f"Megatron-LM-only entries without **Core users get:**: {lacking}"
+    scanned = _absence_claim_sections()
+    unbacked = [e.id for e in lm_only if e.id not in CORE_REPROS and e.id not in scanned]
+    assert not unbacked, f"**Core users get:** backed by neither a repro nor an absence scan: {unbacked}"
+    stray = [i for i in CORE_REPROS if i not in {e.id for e in lm_only}]
+    assert not stray, f"CORE_REPROS for entries that are not Megatron-LM only: {stray}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry_id", sorted(CORE_REPROS))
+def test_core_users_get_what_the_entry_says(entry_id, observed):
+    entry = {e.id: e for e in _entries()}[entry_id]
+    got = re.sub(r"\s+", " ", observed[f"core:{entry_id}"]["text"])  # the bullet's spacing is Markdown's
+    bullet = _core_users_get(entry)
+    assert f"`{got}`" in bullet, f"{entry_id}: Core users get\n{bullet}\n--- but Megatron Core gives\n{got}"
 
 
 @pytest.mark.slow

@@ -36,11 +36,20 @@ DEFAULT_MIRROR = "/work/.mirror/NVIDIA+Megatron-LM/repo"
 DIST = "megatron-core"
 # Every final megatron-core release from 0.12 on (PyPI, 2026-11); a minor line ("0.17") means
 # its newest patch here. tests/test_api_version_notes.py checks this against the mirror's tags.
-RELEASES = ("0.12.0", "0.12.1", "0.12.2", "0.12.3", "0.13.0", "0.13.1", "0.14.0", "0.15.0", "0.15.1", "0.15.2", "0.15.3", "0.16.0", "0.16.1", "0.17.0", "0.17.1",
+# 0.10.0 is read by one absence claim (RT-04: the uneven PP split before its assertion existed).
+RELEASES = ("0.10.0", "0.12.0", "0.12.1", "0.12.2", "0.12.3", "0.13.0", "0.13.1", "0.14.0", "0.15.0", "0.15.1", "0.15.2", "0.15.3", "0.16.0", "0.16.1", "0.17.0", "0.17.1",
             "0.18.0", "0.18.2", "0.19.0", "0.19.2")
-# Wheels are per platform; these flags fetch the same Linux cp312 wheel on any machine.
-PIP_TARGET = ("--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
-              "--abi", "cp312", "--platform", "manylinux_2_28_x86_64")
+# Wheels are per platform; these flags fetch the same Linux CPython wheel on any machine. Only
+# the .py files are read, so any ABI will do: some releases (0.12.x, 0.13.x) have no cp312 build.
+PYTHONS = ("3.12", "3.10")
+
+
+def pip_target(python: str) -> tuple[str, ...]:
+    abi = "cp" + python.replace(".", "")
+    return ("--only-binary=:all:", "--python-version", python, "--implementation", "cp",
+            "--abi", abi, "--platform", "manylinux_2_28_x86_64")
+
+
 DOWNLOAD_TIMEOUT_S = 180
 GIT_TIMEOUT_S = 60
 
@@ -131,14 +140,17 @@ def wheel_path(version: str) -> Path:
     # Download into a private directory and move the file in, so a concurrent run never reads
     # a half-written wheel.
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-               "-q", *PIP_TARGET, "-d", tmp, f"{DIST}=={version}"]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise Unavailable(f"pip download {DIST}=={version} failed: {exc}") from None
-        got = list(Path(tmp).glob("*.whl"))
-        if proc.returncode != 0 or len(got) != 1:
+        for python in PYTHONS:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                   "-q", *pip_target(python), "-d", tmp, f"{DIST}=={version}"]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise Unavailable(f"pip download {DIST}=={version} failed: {exc}") from None
+            got = list(Path(tmp).glob("*.whl"))
+            if proc.returncode == 0 and len(got) == 1:
+                break
+        else:
             last = (proc.stderr.strip().splitlines() or ["no wheel"])[-1]
             raise Unavailable(f"pip download {DIST}=={version} failed (rc {proc.returncode}): {last}")
         os.replace(got[0], cache_dir() / got[0].name)
