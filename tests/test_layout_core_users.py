@@ -98,16 +98,36 @@ def p_seq_cp():
                                   f"fields named seq*: {', '.join(seq)}")
 
 
-def p_max_position():
+def _embed_past_table(max_sequence_length, seq):
+    """A learned-position embedding table of max_sequence_length rows, fed seq positions."""
     import torch
     from megatron.core.models.common.embeddings.language_model_embedding import (
         LanguageModelEmbedding)
 
     R = _r()
-    emb = LanguageModelEmbedding(R.tc(), vocab_size=128, max_sequence_length=32)
-    tokens = torch.zeros(1, 64, dtype=torch.long)
-    positions = torch.arange(64).unsqueeze(0)
-    return "a later failure", R.raised(lambda: emb(tokens, positions))
+    emb = LanguageModelEmbedding(R.tc(), vocab_size=128, max_sequence_length=max_sequence_length)
+    tokens = torch.zeros(1, seq, dtype=torch.long)
+    positions = torch.arange(seq).unsqueeze(0)
+    return R.raised(lambda: emb(tokens, positions))
+
+
+def p_max_position():
+    return "a later failure", _embed_past_table(32, 64)
+
+
+def p_decoder_seq_length():
+    # Megatron-LM's --decoder-seq-length reaches Core as the pipeline schedules' decoder_seq_length
+    # (the shape of the tensors sent between stages); --max-position-embeddings is the embedding's
+    # max_sequence_length. The trigger's values: 128 and 64.
+    from megatron.core.pipeline_parallel.schedules import get_tensor_shapes
+    from megatron.core.process_groups_config import ProcessGroupCollection
+
+    pgs = ProcessGroupCollection.use_mpu_process_groups()
+    shapes = get_tensor_shapes(seq_length=64, micro_batch_size=1, decoder_seq_length=128,
+                               config=_r().tc(), tp_group=pgs.tp, cp_group=pgs.cp)
+    return "a later failure", (f"get_tensor_shapes(decoder_seq_length=128) -> {shapes}; "
+                               f"LanguageModelEmbedding(max_sequence_length=64) on 128 positions: "
+                               f"{_embed_past_table(64, 128)}")
 
 
 def p_vpp_exclusive():
@@ -274,6 +294,54 @@ def p_fsdp_with_tp_cp():
                                 ("tensor_model_parallel_size", "context_parallel_size")))
 
 
+def _hybrid_model(config, pattern, pp):
+    """HybridModel built as pipeline rank 0 of pp: its pipeline group is a stand-in of that size
+    (one process here), which torch.distributed's rank and size queries answer for;
+    select_pipeline_segment reads only those two before its checks."""
+    from unittest import mock
+
+    import torch.distributed as dist
+    from megatron.core.models.hybrid.hybrid_layer_specs import hybrid_stack_spec
+    from megatron.core.models.hybrid.hybrid_model import HybridModel
+    from megatron.core.process_groups_config import ProcessGroupCollection
+
+    pgs = ProcessGroupCollection.use_mpu_process_groups()
+    pgs.pp = stand_in = _GroupOfSize(pp)
+    rank, size = dist.get_rank, dist.get_world_size
+    with mock.patch.object(dist, "get_rank", lambda g=None: 0 if g is stand_in else rank(g)), \
+            mock.patch.object(dist, "get_world_size",
+                              lambda g=None: stand_in.size() if g is stand_in else size(g)):
+        return HybridModel(config, hybrid_stack_spec, vocab_size=128, max_sequence_length=64,
+                           hybrid_layer_pattern=pattern, pg_collection=pgs)
+
+
+def p_hybrid_conflicts():
+    # The trigger: a pattern with '|' segments and a first-stage layer count, on PP=2.
+    import torch
+
+    R = _r()
+    cfg = R.tc(num_layers=4, pipeline_model_parallel_size=2, num_layers_in_first_pipeline_stage=2,
+               pipeline_dtype=torch.float32)
+    return "a later failure", R.raised(lambda: _hybrid_model(cfg, "M-|M-", 2))
+
+
+def p_hybrid_segments_pp():
+    import torch
+
+    R = _r()
+    cfg = R.tc(num_layers=6, pipeline_model_parallel_size=2, pipeline_dtype=torch.float32)
+    return "a later failure", R.raised(lambda: _hybrid_model(cfg, "M-|M-|M-", 2))
+
+
+def p_unknown_flag():
+    # Core has no argument parser: a setting reaches it as a keyword of a config dataclass. The
+    # trigger's --DDP-impl (dest DDP_impl) belonged to data parallelism, whose Core config is
+    # DistributedDataParallelConfig.
+    from megatron.core.distributed import DistributedDataParallelConfig
+
+    return "another message", _r().raised(lambda: DistributedDataParallelConfig(DDP_impl="local"))
+
+
 PROBES = {
     "hidden-divisible-by-heads": p_hidden_heads,
     "ep-needs-experts": p_ep_needs_experts,
@@ -300,6 +368,10 @@ PROBES = {
     "cuda-device-max-connections": p_cuda_max_connections,
     "megatron-fsdp-forces-distopt": p_megatron_fsdp_distopt,
     "fsdp-with-tp-cp": p_fsdp_with_tp_cp,
+    "decoder-seq-length": p_decoder_seq_length,
+    "hybrid-pattern-conflicts": p_hybrid_conflicts,
+    "hybrid-segments-divisible-by-pp": p_hybrid_segments_pp,
+    "unknown-flag": p_unknown_flag,
 }
 
 
