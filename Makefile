@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 ARGS ?=
 
-.PHONY: env inspect test bench
+.PHONY: env inspect test bench index index-references
 env:
 	@bash dev/ensure-env.sh
 
@@ -15,3 +15,9 @@ test: env
 
 bench: env
 	@for b in bench/*.py; do $(PY) $$b || exit 1; done
+
+# Compiled indexes (JSON read by the scripts) are rebuilt from their Markdown; a test fails when one is stale.
+index: index-references
+
+index-references: env
+	@$(PY) dev/build_reference_index.py
