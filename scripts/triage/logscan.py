@@ -237,12 +237,16 @@ class Scanner:
         for raw in following(200):
             line = clean(raw)[0]
             if ELASTIC_END.match(line.strip()):
-                break
+                if current is not None:
+                    break
+                continue
             m = ELASTIC_FIELD.match(line)
             if m and m.group(1) == "rank":
                 r = re.match(r"(\d+)", m.group(2))
-                current = {"rank": int(r.group(1)) if r else m.group(2)}
-                if current not in self.elastic:
+                rank_id = int(r.group(1)) if r else m.group(2)
+                current = next((f for f in self.elastic if f["rank"] == rank_id), None)
+                if current is None:
+                    current = {"rank": rank_id}
                     self.elastic.append(current)
             elif m and current is not None:
                 current[m.group(1)] = m.group(2)

@@ -56,6 +56,9 @@ def caveat(rec: dict, release: str | None, message: dict | None) -> dict:
                      f"{BUNDLE} prints: {current}")
         if release and message["versions"] and not _in_spec(release, message["versions"]):
             notes.append(f"your release {release} is outside {message['versions']}")
+        elif release:  # the wording is that of the user's release: the history of the new text does not apply
+            return {"release": release, "stated": f.get("Versions", ""), "text_history": f.get("Text history"),
+                    "caveat": "; ".join(notes)}
     history = f.get("Text history", "")
     since = SINCE.search(history)
     if release is None:
