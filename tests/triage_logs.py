@@ -32,11 +32,16 @@ def changed_numbers(text: str, seed: int = 0) -> str:
     return NUMBER.sub(repl, text)
 
 
-def noise(n: int, seed: int = 0) -> list[str]:
+def noise(n: int, seed: int = 0, warning_every: int = 0) -> list[str]:
+    """n lines of training output from 8 ranks; with warning_every=k, only every k-th line (about)
+    is one of the non-iteration lines (a real run prints mostly iteration lines)."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
-        line = NOISE[rng.randrange(len(NOISE))].format(i=i, s=i % 60, c=i * 256)
+        kind = rng.randrange(len(NOISE))
+        if warning_every and rng.randrange(warning_every):
+            kind = 0
+        line = NOISE[kind].format(i=i, s=i % 60, c=i * 256)
         out.append(PREFIXES[rng.randrange(2)].format(r=i % 8) + line)
     return out
 

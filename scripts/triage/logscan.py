@@ -18,6 +18,7 @@ The same event from many ranks is kept once, with the ranks that printed it.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -26,10 +27,13 @@ SMALL = 1 << 20  # inputs up to this size are read whole; their lines are all lo
 LOOSE_LINES = 200  # an input this short is a pasted snippet: even lines without a marker are candidates
 MAX_EVENTS = 5000  # distinct events kept; a log with more is summarized by the first ones
 FOLLOWING = 4  # lines kept after a message line (multi-line messages)
+FAST_LINES = 20000  # distinct raw message lines remembered for the repeat fast path
 
-MARKERS = (b"error", b"warn", b"exception", b"traceback", b"assert", b'file "', b".py:", b"thread ",
-           b"watchdog", b"interrupt", b"deprecat", b"childfailed", b"root cause")
-
+# Each marker costs one pass of bytes.find over the chunk, so the list is short: exception lines
+# carry "error"/"exception", warnings "warn", traceback, py-spy and warnings.warn frames ".py",
+# dump headers "thread ", NCCL time-outs "watchdog".
+MARKERS = (b"error", b"warn", b"exception", b".py", b"thread ", b"watchdog")
+_MARKER_TEXT = tuple(m.decode() for m in MARKERS)
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # Prefixes a launcher or a logger puts before the line, tried in a loop; a group captures a rank.
 _PREFIXES = (
@@ -79,6 +83,7 @@ class BadInput(Exception):
     """Input the scanner cannot read: one line for the user, exit 2."""
 
 
+@functools.lru_cache(maxsize=8192)  # logs repeat lines: clean each distinct one once
 def clean(raw: str) -> tuple[str, str | None]:
     """(line without ANSI colours, timestamps and launcher prefixes, the rank they named or None)."""
     line = ANSI.sub("", raw).rstrip("\r\n")
@@ -97,9 +102,17 @@ def clean(raw: str) -> tuple[str, str | None]:
     return line, rank
 
 
+_DIGITS = re.compile(r"\d+")
+
+
+@functools.lru_cache(maxsize=8192)
+def _digitless(line: str) -> str:
+    return _DIGITS.sub("#", line.strip())
+
+
 def _dedup_key(kind: str, line: str, frames: tuple) -> tuple:
     # Digits differ between ranks (rank numbers, sequence numbers, pids): one key for all of them.
-    return kind, re.sub(r"\d+", "#", line.strip()), tuple((p.rsplit("/", 1)[-1], f) for p, _, f in frames)
+    return kind, _digitless(line), tuple((p.rsplit("/", 1)[-1], f) for p, _, f in frames)
 
 
 class Scanner:
@@ -112,6 +125,7 @@ class Scanner:
         self.candidates = 0
         self.overflow = 0
         self.loose = False
+        self._fast: dict[bytes, tuple] = {}
 
     # -- input ---------------------------------------------------------------------------------
     def feed_stream(self, stream) -> None:
@@ -149,8 +163,8 @@ class Scanner:
             self._line(raw, lambda k, i=i: lines[i + 1:i + 1 + k])
 
     def _feed_chunk(self, chunk: bytes) -> None:
-        self.bytes += len(chunk)
-        self.lines += chunk.count(b"\n")
+        self.bytes += len(chunk)  # (lines are not counted here: one more pass over every byte)
+        self.lines = None
         low = chunk.lower()
         starts: set[int] = set()
         for marker in MARKERS:
@@ -162,6 +176,9 @@ class Scanner:
                 pos = low.find(marker, end)
         for start in sorted(starts):
             end = chunk.find(b"\n", start)
+            raw = chunk[start:end]
+            if self._repeat(raw):
+                continue
 
             def following(k: int, end: int = end) -> list[str]:
                 out, pos = [], end + 1
@@ -173,10 +190,10 @@ class Scanner:
                     pos = nxt + 1
                 return out
 
-            self._line(chunk[start:end].decode("utf-8", "replace"), following)
+            self._line(raw.decode("utf-8", "replace"), following, raw)
 
     # -- one candidate line --------------------------------------------------------------------
-    def _line(self, raw: str, following) -> None:
+    def _line(self, raw: str, following, raw_bytes: bytes | None = None) -> None:
         line, rank = clean(raw)
         text = line.strip()
         if not text:
@@ -188,9 +205,6 @@ class Scanner:
         if TRACEBACK_HEAD.match(text):
             self._flush_stack(src, rank)
             src.frames, src.spy = [], False
-            if not src.chained:
-                src.chain = []
-            src.chained = False
             return
         if CHAIN.match(text):
             src.chained = True
@@ -218,15 +232,19 @@ class Scanner:
             if src.frames and not src.spy:
                 frames = tuple(src.frames)
                 src.frames = []
-            src.chain.append(text)
-            after = tuple(clean(f)[0] for f in following(FOLLOWING))
-            self._add("message", text, frames, after, tuple(src.chain), rank)
+            # An exception continues the chain only after "During handling ..." / "The above exception ...".
+            src.chain = [*src.chain, text] if src.chained else [text]
+            chained, src.chained = src.chained, False
+            key = self._add("message", text, frames, lambda: tuple(clean(f)[0] for f in following(FOLLOWING)),
+                            tuple(src.chain), rank)
+            if key and not frames and not chained and raw_bytes is not None and len(self._fast) < FAST_LINES:
+                self._fast[raw_bytes] = (rank, key, text)
             return
         # Any other line that carries a marker: kept as a message only when it is not a frame's
         # source line (tracebacks print the code under each frame).
         if src.frames and not src.spy:
             return
-        if self.loose or any(m.decode() in text.lower() for m in MARKERS):
+        if self.loose or any(m in text.lower() for m in _MARKER_TEXT):
             self._add("message", text, (), (), (), rank)
 
     def _elastic(self, text: str, rank: str | None, following) -> bool:
@@ -261,17 +279,35 @@ class Scanner:
             self._add("stack", f"{func} ({path}:{line})", frames, (), (), rank)
         src.frames = []
 
-    def _add(self, kind, text, frames, following, chain, rank) -> None:
+    def _repeat(self, raw: bytes) -> bool:
+        """A message line seen before, byte for byte, on a rank with no traceback pending: count it."""
+        seen = self._fast.get(raw)
+        if seen is None:
+            return False
+        rank, key, text = seen
+        src = self.sources.get(rank or "")
+        if src is None or src.frames or src.chained:
+            return False
+        src.chain = [text]
+        self.candidates += 1
+        event = self.events[key]
+        event.count += 1
+        return True
+
+    def _add(self, kind, text, frames, following, chain, rank) -> tuple | None:
         key = _dedup_key(kind, text, frames)
         event = self.events.get(key)
         if event is None:
             if len(self.events) >= MAX_EVENTS:
                 self.overflow += 1
-                return
-            event = self.events[key] = Event(kind, text, frames, following, chain)
+                return None
+            # The lines after a message are read only for its first occurrence.
+            event = self.events[key] = Event(kind, text, frames, following() if callable(following) else following,
+                                             chain)
         event.count += 1
         if rank is not None:
             event.ranks.add(int(rank))
+        return key
 
     def finish(self) -> list[Event]:
         for rank, src in self.sources.items():

@@ -67,6 +67,7 @@ def render(result: dict) -> str:
             lines += [f"  {n['id']} {n['title']}  references/troubleshooting.md#{n['anchor']}" for n in result["nearest"]]
     inp = result["input"]
     lines.append("")
-    lines.append(f"read {inp['bytes']} bytes, {inp['lines']} lines; {inp['candidate_lines']} candidate lines, "
+    counted = f", {inp['lines']} lines" if inp["lines"] is not None else ""
+    lines.append(f"read {inp['bytes']} bytes{counted}; {inp['candidate_lines']} candidate lines, "
                  f"{inp['events']} distinct events" + (f" ({inp['events_dropped']} more dropped)" if inp["events_dropped"] else ""))
     return "\n".join(lines)
