@@ -248,8 +248,10 @@ def test_chained_traceback_elastic_summary_and_nccl_lines():
     problem = next(p for p in result["problems"] if p["matches"][0]["id"] == "PG-05")
     assert problem["chain"] == ["KeyError: 'tp'", "ValueError: Unknown attribute: tensor"]
     assert {f["rank"] for f in result["launcher"]["failures"]} == {0, 1}
-    assert any(f.get("exitcode", "").startswith("-6") for f in result["launcher"]["failures"])
-    assert any(u["line"].startswith("NCCL WARN Call to ibv_reg_mr") for u in result["unmatched"])
+    root = next(f for f in result["launcher"]["failures"] if f["rank"] == 0)
+    assert root["exitcode"].startswith("-6") and root["host"] == "node3"  # host is printed before rank
+    nccl = [u for u in result["unmatched"] if u["line"].startswith("NCCL WARN Call to ibv_reg_mr")]
+    assert nccl and nccl[0]["ranks"] == []  # NCCL's "[0]" is the CUDA device, not a rank
 
 
 def test_warning_with_its_source_prefix():

@@ -83,8 +83,12 @@ def template(line: str, varies: dict[str, str], dests: set[str]) -> dict:
         token = m.group(0)
         if token.startswith("<"):
             parts.append("(.+?)")
-            name = re.sub(r"\W+", "_", token[1:-1]).strip("_") or None
-            name = name if name and len(name) <= 30 else None
+            inner = token[1:-1]
+            if re.fullmatch(r"[\w\s-]+", inner):  # <group description> -> group_description
+                name = re.sub(r"\W+", "_", inner).strip("_").lower() or None
+            else:  # <WorkNCCL(SeqNum=..., ...)> -> worknccl
+                first = re.match(r"[A-Za-z_]\w*", inner)
+                name = first.group(0).lower() if first else None
         elif token in ("…", "..."):
             parts.append("(.*?)")
             name = None

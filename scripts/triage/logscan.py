@@ -43,7 +43,7 @@ _PREFIXES = (
     re.compile(r"^\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s*"),
     re.compile(r"^\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s+"),
     re.compile(r"^\[[EWIF]\d{4} [\d:.]+ \d+ [\w.]+:\d+\]\s*"),           # glog (c10d / ProcessGroupNCCL)
-    re.compile(r"^[\w.-]+:\d+:\d+ \[(\d+)\] NCCL WARN "),                  # NCCL: host:pid:tid [dev] NCCL WARN
+    re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] NCCL WARN "),  # NCCL: host:pid:tid [cuda device] (not a rank)
     re.compile(r"^\[Rank (\d+)\]\s*"),
 )
 _NCCL = re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] (NCCL (?:WARN|INFO) .*)$")
@@ -252,11 +252,15 @@ class Scanner:
         if "ChildFailedError" not in text and not text.startswith("Root Cause (first observed failure)"):
             return False
         current: dict | None = None
+        pending: dict = {}  # fields of a failure block printed before its "rank :" line
         for raw in following(200):
-            line = clean(raw)[0]
-            if ELASTIC_END.match(line.strip()):
+            line = clean(raw)[0].strip()
+            if ELASTIC_END.match(line):
                 if current is not None:
                     break
+                continue
+            if re.fullmatch(r"\[\d+\]:", line):  # "[0]:" opens one failure's block
+                current, pending = None, {}
                 continue
             m = ELASTIC_FIELD.match(line)
             if m and m.group(1) == "rank":
@@ -266,8 +270,9 @@ class Scanner:
                 if current is None:
                     current = {"rank": rank_id}
                     self.elastic.append(current)
-            elif m and current is not None:
-                current[m.group(1)] = m.group(2)
+                current.update(pending)
+            elif m:
+                (current if current is not None else pending)[m.group(1)] = m.group(2)
         return True
 
     def _flush_stack(self, src: _Source, rank: str | None) -> None:
