@@ -69,10 +69,14 @@ class _Concat:
                 self.current = sys.stdin.buffer if name == "-" else open(name, "rb")  # noqa: SIM115
             data = self.current.read(n)
             if data:
+                self.last = data[-1:]
                 return data
             if self.current is not sys.stdin.buffer:
                 self.current.close()
             self.current = None
+            if self.names and getattr(self, "last", b"\n") != b"\n":
+                self.last = b"\n"
+                return b"\n"  # the next file starts on a line of its own
 
 
 def main(argv=None) -> int:
@@ -94,7 +98,8 @@ def main(argv=None) -> int:
         print(f"explain_error.py: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"explain_error.py: cannot read input: {exc.strerror or exc}", file=sys.stderr)
+        where = f" {exc.filename}" if exc.filename else " the input"
+        print(f"explain_error.py: cannot read{where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     except triage.catalogue.IndexMissing as exc:
         print(f"explain_error.py: {exc}", file=sys.stderr)

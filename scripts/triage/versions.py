@@ -30,7 +30,7 @@ def resolve(requested: str | None) -> tuple[str | None, str]:
             return metadata.version(dist), "installed megatron-core"
         except metadata.PackageNotFoundError:
             continue
-    return None, "unknown (no --megatron-version and no megatron-core installed)"
+    return None, "no --megatron-version given and no megatron-core installed"
 
 
 def _minor(version: str) -> tuple[int, int]:
