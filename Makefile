@@ -3,7 +3,7 @@
 PY := .venv/bin/python
 ARGS ?=
 
-.PHONY: env inspect test bench
+.PHONY: env inspect test bench index index-references
 env:
 	@bash dev/ensure-env.sh
 
@@ -16,9 +16,15 @@ test: env
 bench: env
 	@for b in bench/*.py; do $(PY) $$b || exit 1; done
 
-# The release index (references/index/releases/): Megatron Core 0.12.3 ... 0.19.2 compiled with ast
-# from the mirror's git tags and the 0.19.2 wheel (dev/build_release_index.py).
-.PHONY: index index-releases
-index: index-releases
+# Compiled indexes (data read by the scripts), each rebuilt by one command; a test fails when one is stale.
+# references/index/*.json: the references' Markdown parsed with markdown-it-py (dev/build_reference_index.py).
+# references/index/releases/: Megatron Core 0.12.3 ... 0.19.2 compiled with ast from the mirror's git tags
+# and the 0.19.2 wheel (dev/build_release_index.py).
+.PHONY: index index-references index-releases
+index: index-releases index-references
+
+index-references: env
+	@$(PY) dev/build_reference_index.py
+
 index-releases: env
 	@MEGATRON_WHEEL_CACHE=$${MEGATRON_WHEEL_CACHE:-.cache/wheels} $(PY) dev/build_release_index.py

@@ -6,9 +6,13 @@ megatron-core is imported lazily, inside :func:`check_fact`. Python >= 3.10.
 
 Public API (stable)
 -------------------
-``extract_facts(paths) -> list[Fact]``
-    Reads Markdown files and returns every checkable fact, deduplicated by ``(id, versions)``
+``extract_facts(paths, index=None) -> list[Fact]``
+    Returns every checkable fact of these Markdown files, deduplicated by ``(id, versions)``
     (``Fact.sources`` lists every ``path:line`` where it is stated; ``Fact.source`` is the first).
+    The facts are read from ``references/index/facts.json``, compiled from the Markdown with
+    markdown-it-py by ``dev/build_reference_index.py`` (``make index-references``); a file is
+    found there by its SHA-256, and one that is not (edited since the build) raises
+    ``StaleIndex``. Nothing here parses Markdown.
 ``check_fact(fact, source_at=None) -> dict``
     ``{"id", "kind", "source", "versions", "status", "detail"}``; ``status`` is one of
     ``ok``, ``mismatch`` (the installation disagrees; ``detail`` says what it has instead),
@@ -19,17 +23,13 @@ Public API (stable)
 ``check_facts(facts, source_at=None) -> list[dict]``
     :func:`check_fact` for each fact; a broken fact never aborts the rest.
 ``installed_version() -> str | None``, ``render_stub(target) -> str`` (a signature stub for a
-live object, handy when writing a document), ``scan_markdown(text) -> Markdown`` (the
-line-based fence / code-span scanner, exposed so tests can compare it with markdown-it-py).
+live object, handy when writing a document).
 
 Fact syntax in Markdown
 -----------------------
-The scanner is line based (no Markdown library): fences open with three or more backticks or
-tildes (indented at most 3 spaces) and close with the same character, at least as long; code
-spans are matched within a paragraph (consecutive non-blank lines; headings, table rows, list
-items and block quotes start a new one), so a span may wrap onto the next line; lines inside
-fences and inside HTML comments hold no code spans. tests/test_api_extract.py proves that this
-finds the same fences and code spans as markdown-it-py on every document of the bundle.
+The compiler reads the Markdown as CommonMark with GFM tables (markdown-it-py, the tests'
+configuration in ``tests/mdtools.py``): code spans are those of paragraphs, headings and table
+cells; fences and HTML comments hold no code spans.
 
 ``name`` facts -- id ``name:<target>``
     Every dotted ``megatron.<...>`` name and every ``megatron.<module>:<attr>`` in an inline
@@ -92,7 +92,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import hashlib
 import importlib
+import json
 import inspect
 import os
 import re
@@ -105,8 +107,8 @@ BUNDLE_VERSION = "0.19.2"
 DEFAULT_MIRROR = "/work/.mirror/NVIDIA+Megatron-LM/repo"
 
 __all__ = [
-    "BUNDLE_VERSION", "Fact", "Markdown", "UpstreamSource", "check_fact", "check_facts",
-    "extract_facts", "installed_version", "mirror_source", "render_stub", "scan_markdown",
+    "BUNDLE_VERSION", "Fact", "StaleIndex", "UpstreamSource", "check_fact", "check_facts",
+    "extract_facts", "installed_version", "mirror_source", "render_stub",
     "version_in_spec",
 ]
 
@@ -124,229 +126,47 @@ class Fact:
 
 
 # ---------------------------------------------------------------------------------------------
-# Line-based Markdown scanning
+# Extraction: the facts come from the compiled index, never from parsing Markdown here
 
-@dataclass
-class Fence:
-    info: str
-    body: str
-    line: int  # 1-based line of the opening fence
+INDEX = Path(__file__).resolve().parent.parent / "references" / "index" / "facts.json"
 
 
-@dataclass
-class Markdown:
-    fences: list[Fence]
-    spans: list[tuple[int, str, str]]  # (line, content, text after the span on that line)
-    lines: list[str]
+class StaleIndex(LookupError):
+    """A Markdown file is not in the facts index (edited since the index was built, or foreign)."""
 
 
-_FENCE_OPEN = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+@functools.lru_cache(maxsize=4)
+def _load_index(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
-def _fence_close(line: str, char: str, length: int) -> bool:
-    m = re.match(r"^ {0,3}(`{3,}|~{3,})\s*$", line)
-    return bool(m) and m.group(1)[0] == char and len(m.group(1)) >= length
+def _by_hash(index: dict) -> dict[str, list[dict]]:
+    return {entry["sha256"]: entry["facts"] for entry in index["files"].values()}
 
 
-def _strip_indent(line: str, indent: int) -> str:
-    n = len(line) - len(line.lstrip(" "))
-    return line[min(n, indent):]
+def extract_facts(paths: Iterable[str | os.PathLike], index: dict | None = None) -> list[Fact]:
+    """The facts stated in these Markdown files, read from the compiled index.
 
-
-def _text_spans(text: str) -> list[tuple[int, str, str]]:
-    """CommonMark code spans in one paragraph: (offset, content, rest of the closing line)."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        if text[i] == "\\" and i + 1 < n:
-            i += 2
-            continue
-        if text[i] != "`":
-            i += 1
-            continue
-        j = i
-        while j < n and text[j] == "`":
-            j += 1
-        run = j - i
-        k = j
-        while True:
-            k = text.find("`" * run, k)
-            if k < 0:
-                break
-            e = k
-            while e < n and text[e] == "`":
-                e += 1
-            if e - k == run:
-                break
-            k = e
-        if k < 0:
-            i = j  # an unmatched run is literal text
-            continue
-        content = text[j:k].replace("\n", " ")
-        if content.startswith(" ") and content.endswith(" ") and content.strip(" "):
-            content = content[1:-1]
-        out.append((i, content, text[k + run:].split("\n", 1)[0]))
-        i = k + run
-    return out
-
-
-# Lines that start a block of their own: a code span never continues across them.
-_BLOCK_START = re.compile(r"^\s{0,3}(#{1,6}(\s|$)|[-*+]\s+\S|1[.)]\s+\S)")
-_QUOTE = re.compile(r"^\s{0,3}>\s?")
-_TABLE_DELIMITER = re.compile(r"^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
-
-
-def _cells(row: str) -> list[str]:
-    """A table row's cells, split at pipes that are not backslash-escaped (GFM)."""
-    row = row.strip()
-    row = row[1:] if row.startswith("|") else row
-    row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
-    return [cell.replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", row)]
-
-
-_LIST_ITEM = re.compile(r"^(\s{0,3}(?:[-*+]|\d{1,9}[.)])\s+)\S")
-
-
-def _lazy_line(lines: list[str], skip: set[int], i: int) -> bool:
-    """Line i lazily continues a list item's or block quote's paragraph (no table starts there)."""
-    j = i - 1
-    while j >= 0 and j not in skip and lines[j].strip() and not _LIST_ITEM.match(lines[j]):
-        j -= 1
-    if j >= 0 and j not in skip and _LIST_ITEM.match(lines[j]):
-        indent = len(_LIST_ITEM.match(lines[j]).group(1))
-        if len(lines[i]) - len(lines[i].lstrip()) < indent:
-            return True
-    k = i - 1
-    while k >= 0 and k not in skip and lines[k].strip():
-        if _QUOTE.match(lines[k]) and not _QUOTE.match(lines[i]):
-            return True
-        k -= 1
-    return False
-
-
-def _table_lines(lines: list[str], skip: set[int]) -> set[int]:
-    """Indexes of table rows (header + delimiter + body): each cell is its own inline context."""
-    rows: set[int] = set()
-    for i in range(len(lines) - 1):
-        if i in skip or i in rows or "|" not in lines[i] or not _TABLE_DELIMITER.match(lines[i + 1]):
-            continue
-        if "|" not in lines[i + 1] or len(_cells(lines[i])) != len(_cells(lines[i + 1])):
-            continue
-        if _lazy_line(lines, skip, i):
-            continue
-        j = i
-        # GFM: rows run to the first blank line or the start of another block, pipes or not.
-        while j < len(lines) and j not in skip and lines[j].strip() and (
-                j <= i + 1 or not (_BLOCK_START.match(lines[j]) or _QUOTE.match(lines[j]))):
-            rows.add(j)
-            j += 1
-    return rows
-
-
-def _paragraphs(lines: list[str], skip: set[int]) -> list[tuple[int, list[str]]]:
-    """Groups of consecutive lines that form one inline context (paragraph, table row, heading)."""
-    table = _table_lines(lines, skip)
-    out: list[tuple[int, list[str]]] = []
-    cur: list[str] = []
-    start = 0
-    quoted = False  # the previous line was inside a block quote
-    for idx, line in enumerate(lines):
-        in_quote = bool(_QUOTE.match(line)) and idx not in skip
-        if in_quote:  # a quote's paragraph continues over its "> " lines
-            if cur and not quoted:
-                out.append((start, cur))
-                cur = []
-            quoted, line = True, _QUOTE.sub("", line, count=1)
-        elif not line.strip() or _BLOCK_START.match(line):
-            quoted = False
-        if idx in skip or not line.strip():
-            if cur:
-                out.append((start, cur))
-            cur = []
-            continue
-        if idx in table:
-            if cur:
-                out.append((start, cur))
-            out += [(idx, [cell]) for cell in _cells(line)]
-            cur = []
-            continue
-        if cur and (_BLOCK_START.match(line) or cur[-1].lstrip().startswith("#")):
-            out.append((start, cur))
-            cur = []
-        if not cur:
-            start = idx
-            cur = [line]
-        else:
-            cur.append(line.lstrip())
-    if cur:
-        out.append((start, cur))
-    return out
-
-
-def scan_markdown(text: str) -> Markdown:
-    lines = text.splitlines()
-    fences: list[Fence] = []
-    skip: set[int] = set()  # lines inside fences and HTML comments: no code spans there
-    i, in_comment = 0, False
-    while i < len(lines):
-        line = lines[i]
-        m = _FENCE_OPEN.match(line)
-        if not in_comment and m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
-            indent, marker = len(m.group(1)), m.group(2)
-            body, j = [], i + 1
-            while j < len(lines) and not _fence_close(lines[j], marker[0], len(marker)):
-                body.append(_strip_indent(lines[j], indent))
-                j += 1
-            fences.append(Fence(m.group(3).strip(), "\n".join(body), i + 1))
-            skip.update(range(i, j + 1))
-            i = j + 1
-            continue
-        if in_comment or line.lstrip().startswith("<!--"):
-            in_comment = "-->" not in line.split("<!--", 1)[-1] if not in_comment else "-->" not in line
-            skip.add(i)
-        i += 1
-    spans: list[tuple[int, str, str]] = []
-    for start, group in _paragraphs(lines, skip):
-        text_ = "\n".join(group)
-        for offset, content, rest in _text_spans(text_):
-            spans.append((start + 1 + text_.count("\n", 0, offset), content, rest))
-    return Markdown(fences, spans, lines)
-
-
-# ---------------------------------------------------------------------------------------------
-# Extraction
-
-_NAME = re.compile(r"(?<![\w./-])megatron(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)?")
-_VER = r"(?:\d+\.\d+(?:\.\d+)?(?:\s*dev)?|main)"
-_SPEC = rf"{_VER}(?:\s*(?:-|–|,|and|to)\s*{_VER})*"
-_TAG_AFTER = re.compile(rf"^\s*\((?:(?:only|in|until|up|to|since)\s+)*(?P<spec>{_SPEC})\)")
-_MARKER = re.compile(r"<!--\s*(defaults|derived|fieldcount):\s*(\S+)\s*(.*?)\s*-->")
-_QUOTED_FROM = re.compile(r"^\s*\(quoted from `(megatron/[\w/]+\.py)`\)")
-_ROW = re.compile(r"^\s*\|\s*`([A-Za-z_]\w*)`\s*\|\s*`([^`]+)`\s*\|")
-
-
-def _norm_spec(spec: str) -> str:
-    return re.sub(r"\s*(-|–|to)\s*", "-", re.sub(r"\s*(,|and)\s*", ", ", spec.strip())).replace("–", "-")
-
-
-def _names_in(text: str) -> list[str]:
-    return [m.group(0).rstrip(".") for m in _NAME.finditer(text)]
-
-
-def _python_imports(body: str) -> list[str]:
-    try:
-        tree = ast.parse(body)
-    except SyntaxError:
-        return []
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("megatron") and not node.level:
-            out += [f"{node.module}:{a.name}" for a in node.names if a.name != "*"]
-    return out
-
-
-def _fence_versions(info: str) -> str | None:
-    m = re.search(r"\bversions=(\S+)", info)
-    return _norm_spec(m.group(1)) if m else None
+    A file is found in the index by the SHA-256 of its bytes, so a copy of a bundle document
+    anywhere is found too; ``index`` defaults to ``references/index/facts.json``. A file that
+    is not in it raises :class:`StaleIndex` (rebuild with ``make index-references``)."""
+    if index is None:
+        try:
+            index = _load_index(str(INDEX))
+        except (OSError, ValueError) as exc:
+            raise StaleIndex(f"cannot read {INDEX}: {exc}; rebuild it with `make index-references`") from None
+    known = _by_hash(index)
+    col = _Collector()
+    for p in paths:
+        digest = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+        if digest not in known:
+            raise StaleIndex(f"{p} is not in {INDEX.name} (edited since the index was built, or not a bundle "
+                             f"document): rebuild it with `{index.get('rebuild', 'make index-references')}`")
+        for rec in known[digest]:
+            col.add(Fact(rec["id"], rec["kind"], rec["target"], rec["expected"], f"{p}:{rec['line']}",
+                         rec["versions"], extra=dict(rec["extra"])))
+    return list(col.facts.values())
 
 
 class _Collector:
@@ -360,111 +180,6 @@ class _Collector:
         else:
             fact.sources = [fact.source]
             self.facts[key] = fact
-
-
-def _name_fact(name: str, src: str, versions: str | None) -> Fact:
-    return Fact(f"name:{name}", "name", name, "resolves", src, versions)
-
-
-def _extract_names(md: Markdown, path: str, col: _Collector) -> None:
-    for line, content, rest in md.spans:
-        tag = _TAG_AFTER.match(rest)
-        versions = _norm_spec(tag.group("spec")) if tag else None
-        for name in _names_in(content):
-            col.add(_name_fact(name, f"{path}:{line}", versions))
-    for fence in md.fences:
-        versions = _fence_versions(fence.info)
-        for k, text in enumerate(fence.body.splitlines()):
-            for name in _names_in(text):
-                col.add(_name_fact(name, f"{path}:{fence.line + 1 + k}", versions))
-        if fence.info.split()[:1] == ["python"]:
-            for name in _python_imports(fence.body):
-                col.add(_name_fact(name, f"{path}:{fence.line}", versions))
-
-
-_NAMES_IN = re.compile(r"<!--\s*names-in:\s*(megatron[\w.]*)\s*-->")
-_IDENT = re.compile(r"[A-Za-z_]\w*(\(\))?")
-
-
-def _paragraph_after(lines: list[str], idx: int) -> range:
-    """Line numbers (1-based) of the first paragraph after line index idx."""
-    start = idx + 1
-    while start < len(lines) and not lines[start].strip():
-        start += 1
-    end = start
-    while end < len(lines) and lines[end].strip():
-        end += 1
-    return range(start + 1, end + 1)
-
-
-def _extract_names_in(md: Markdown, path: str, col: _Collector) -> None:
-    for idx, line in enumerate(md.lines):
-        m = _NAMES_IN.search(line)
-        if not m:
-            continue
-        where = _paragraph_after(md.lines, idx)
-        for span_line, content, _ in md.spans:
-            if span_line in where and _IDENT.fullmatch(content):
-                col.add(_name_fact(f"{m.group(1)}:{content.rstrip('()')}", f"{path}:{span_line}", None))
-
-
-def _extract_quotes(md: Markdown, path: str, col: _Collector) -> None:
-    for line, content, rest in md.spans:
-        m = _QUOTED_FROM.match(rest)
-        if m:
-            col.add(Fact(f"quote:{m.group(1)}:{content[:60]}", "quote", m.group(1), content, f"{path}:{line}"))
-
-
-def _extract_signatures(md: Markdown, path: str, col: _Collector) -> None:
-    for fence in md.fences:
-        words = fence.info.split()
-        if words[:2] == ["python", "signature"] and len(words) >= 3:
-            col.add(Fact(f"signature:{words[2]}", "signature", words[2], fence.body.strip(),
-                         f"{path}:{fence.line}", _fence_versions(fence.info)))
-
-
-def _table_rows(lines: list[str], start: int) -> Iterable[tuple[int, str, str]]:
-    i, seen_table = start, False
-    while i < len(lines):
-        line = lines[i]
-        if line.lstrip().startswith("|"):
-            seen_table = True
-            m = _ROW.match(line)
-            if m:
-                yield i + 1, m.group(1), m.group(2)
-        elif seen_table or _MARKER.search(line) or line.startswith("#"):
-            return
-        i += 1
-
-
-def _extract_tables(md: Markdown, path: str, col: _Collector) -> None:
-    for idx, line in enumerate(md.lines):
-        m = _MARKER.search(line)
-        if not m:
-            continue
-        kind, target, rest = m.groups()
-        src = f"{path}:{idx + 1}"
-        cls = target.rsplit(":", 1)[-1]
-        if kind == "fieldcount":
-            col.add(Fact(f"fieldcount:{target}", kind, target, rest.strip(), src))
-            continue
-        for row_line, fname, value in _table_rows(md.lines, idx + 1):
-            fid = f"default:{cls}.{fname}" if kind == "defaults" else f"derived:{cls}({rest}).{fname}"
-            col.add(Fact(fid, "default" if kind == "defaults" else "derived", target, value,
-                         f"{path}:{row_line}", extra={"field": fname, "kwargs": rest}))
-
-
-_EXTRACTORS = (_extract_names, _extract_names_in, _extract_quotes, _extract_signatures, _extract_tables)
-
-
-def extract_facts(paths: Iterable[str | os.PathLike]) -> list[Fact]:
-    col = _Collector()
-    for p in paths:
-        text = Path(p).read_text(encoding="utf-8")
-        md = scan_markdown(text)
-        for extractor in _EXTRACTORS:
-            extractor(md, str(p), col)
-    return list(col.facts.values())
 
 
 # ---------------------------------------------------------------------------------------------

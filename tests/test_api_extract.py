@@ -1,105 +1,81 @@
-"""scripts/reference_facts.py: its line-based Markdown scanner agrees with markdown-it-py, its
-extraction finds the documented syntax, and every kind of check fails on a wrong fact."""
+"""The fact extraction (dev/reference_index, markdown-it-py, compiled into references/index/facts.json)
+finds the documented syntax, scripts/reference_facts.py reads it back from the index, and every kind
+of check fails on a wrong fact."""
 
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path[:0] = [str(REPO / "scripts"), str(REPO / "dev"), str(REPO / "tests")]
 
 import reference_facts as rf  # noqa: E402
-
-sys.path.insert(0, str(REPO / "tests"))
-
-import mdtools  # noqa: E402
 import upstream_sources as up  # noqa: E402
+from reference_index import build  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "api"
-DOCS = [p for p in [REPO / "SKILL.md", *sorted((REPO / "references").glob("*.md"))] if p.is_file()]
 
 
-def _markdown_it(text: str):
-    tokens = mdtools.parser().parse(text)
-    fences = [(t.map[0] + 1, t.info.strip(), t.content) for t in tokens if t.type == "fence"]
-    spans = Counter(
-        c.content for t in tokens if t.type == "inline" and t.children for c in t.children if c.type == "code_inline"
-    )
-    return fences, spans
+def extract(paths):
+    """Facts of Markdown that is not in the shipped index (the test fixtures), compiled here."""
+    paths = [Path(p) for p in paths]
+    index = build.compile_facts([p.relative_to(REPO) for p in paths])
+    return rf.extract_facts(paths, index=index)
 
 
-def _ours(text: str):
-    md = rf.scan_markdown(text)
-    fences = [(f.line, f.info, f.body + "\n" if f.body else "") for f in md.fences]
-    return fences, Counter(content for _, content, _ in md.spans)
+def test_spans_and_fences_carry_their_lines_and_the_text_after_them():
+    from reference_index import facts, markdown
 
-
-@pytest.mark.parametrize("path", DOCS, ids=[p.name for p in DOCS])
-def test_scanner_matches_markdown_it_on_the_real_documents(path):
-    text = path.read_text(encoding="utf-8")
-    _, body, _ = mdtools.split_frontmatter(text)
-    theirs_fences, theirs_spans = _markdown_it(body)
-    ours_fences, ours_spans = _ours(body)
-    assert ours_fences == theirs_fences
-    assert ours_spans == theirs_spans, (
-        f"only markdown-it: {theirs_spans - ours_spans}; only reference_facts: {ours_spans - theirs_spans}"
-    )
-    assert theirs_fences or theirs_spans or path.stat().st_size < 200
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.text(alphabet="`a \\|", min_size=1, max_size=12), min_size=1, max_size=4))
-def test_scanner_matches_markdown_it_on_generated_lines(chunks):
-    # One paragraph line; the leading "x" keeps it from being a heading, list, table or code block.
-    line = "x" + "".join(chunks).rstrip()
-    _, theirs = _markdown_it(line)
-    _, ours = _ours(line)
-    assert ours == theirs
-
-
-_LINE = st.text(alphabet="`a \\|-#>", max_size=10).map(lambda s: ("x" + s).rstrip())
-_BLOCKS = st.sampled_from(["", "- item `a", "| a | b |", "|---|---|", "# h `x`", "> q `", "1. one `"])
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(_LINE, _BLOCKS), min_size=1, max_size=6))
-def test_scanner_matches_markdown_it_on_generated_blocks(lines):
-    # Paragraphs, list items, block quotes, headings and tables, with code spans across lines.
-    text = "\n".join(lines)
-    assert _ours(text)[1] == _markdown_it(text)[1]
-
-
-def test_scanner_edge_cases():
     text = "\n".join([
         "````markdown",
         "```python",
-        "`inside a fence`",
+        "`megatron.core.in_a_fence`",
         "```",
         "````",
-        "<!-- `in a comment`",
-        "still `comment` -->",
-        "~~~python signature a:b",
-        "def f(): ...",
+        "<!-- `megatron.core.in_a_comment`",
+        "still -->",
+        "~~~python signature megatron.core.a:b",
+        "def b(): ...",
         "~~~",
-        "`` a`b `` and \\`not a span` and `real`",
+        "`` a`b `` and \\`not a span` and `megatron.core.x` (0.16)",
         "",
-        "a `span that",
-        "wraps` - not a list",
+        "a `megatron.core.span",
+        "wraps` (main) - not a list",
+        "",
+        "| `megatron.core.cell` | b |",
+        "|---|---|",
     ])
-    md = rf.scan_markdown(text)
-    assert [(f.info, f.line) for f in md.fences] == [("markdown", 1), ("python signature a:b", 8)]
-    assert [(line, c) for line, c, _ in md.spans] == [(11, "a`b"), (11, "and"), (13, "span that wraps")]
-    assert Counter(c for _, c, _ in md.spans) == _markdown_it(text)[1]
+    doc = markdown.parse(text)
+    assert [(f.info, f.line) for f in doc.fences] == [("markdown", 1), ("python signature megatron.core.a:b", 8)]
+    # The escaped backtick leaves "` and `" as the span; the wrapped span's rest is its closing line's.
+    assert [(s.line, s.content, s.rest) for s in doc.spans] == [
+        (11, "a`b", " and `not a span`and`megatron.core.x` (0.16)"), (11, "and", "megatron.core.x` (0.16)"),
+        (13, "megatron.core.span wraps", " (main) - not a list"), (16, "megatron.core.cell", "")]
+    found = sorted((f["id"], f["versions"], f["line"]) for f in facts.document_facts(doc))
+    assert found == [("name:megatron.core.cell", None, 16), ("name:megatron.core.in_a_fence", None, 3),
+                     ("name:megatron.core.span", "main", 13), ("signature:megatron.core.a:b", None, 8)]
+
+
+def test_a_file_missing_from_the_index_says_how_to_rebuild(tmp_path):
+    doc = tmp_path / "edited.md"
+    doc.write_text("`megatron.core.parallel_state` changed\n", encoding="utf-8")
+    with pytest.raises(rf.StaleIndex, match="make index-references"):
+        rf.extract_facts([doc])
+
+
+def test_a_copy_of_a_bundle_document_is_found_by_its_hash(tmp_path):
+    copy = tmp_path / "copy.md"
+    copy.write_bytes((REPO / "references" / "api-reference.md").read_bytes())
+    ours = {(f.id, f.versions) for f in rf.extract_facts([copy])}
+    assert ours == {(f.id, f.versions) for f in rf.extract_facts([REPO / "references" / "api-reference.md"])}
+    assert all(f.source.startswith(str(copy)) for f in rf.extract_facts([copy]))
 
 
 def test_extraction_of_the_fixture_finds_each_documented_form():
-    facts = {f.id: f for f in rf.extract_facts([DATA / "good.md"])}
+    facts = {f.id: f for f in extract([DATA / "good.md"])}
     assert set(facts) == {
         "name:megatron.core.parallel_state.initialize_model_parallel",
         "name:megatron.core.models.gpt.gpt_model:GPTModel",
@@ -153,7 +129,7 @@ def test_annotation_normalization_keeps_differences():
 
 @pytest.fixture(scope="module")
 def bad_results():
-    facts = rf.extract_facts([DATA / "bad.md"])
+    facts = extract([DATA / "bad.md"])
     return {r["id"]: r for r in rf.check_facts(facts, source_at=up.source_at)}
 
 
@@ -209,7 +185,7 @@ def test_signature_mismatch_names_the_difference(bad_results):
 
 @pytest.mark.slow
 def test_good_fixture_holds():
-    results = rf.check_facts(rf.extract_facts([DATA / "good.md"]), source_at=up.source_at)
+    results = rf.check_facts(extract([DATA / "good.md"]), source_at=up.source_at)
     if not HAVE_MIRROR:  # names tagged (main) cannot be checked; they must say so, not pass
         assert {r["id"] for r in results if r.get("mirror_missing")} == {
             "name:megatron.core.transformer.hyper_connection"}

@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
 
+import mdtools  # noqa: E402
 import reference_facts as rf  # noqa: E402
 
 DOC = REPO / "references" / "api-reference.md"
 TEXT = DOC.read_text(encoding="utf-8")
 FACTS = rf.extract_facts([DOC])
-MD = rf.scan_markdown(TEXT)
+FENCES = mdtools.fences(DOC)
 
 
 def _closing_note() -> str:
@@ -28,7 +29,7 @@ def _closing_note() -> str:
 def test_closing_note_counts_are_the_extracted_counts():
     note = _closing_note()
     kinds = Counter(f.kind for f in FACTS)
-    recipes = [f for f in MD.fences if f.info.split()[:2] == ["python", "run"]]
+    recipes = [f for f in FENCES if f.info.split()[:2] == ["python", "run"]]
     stated = {
         "name": r"- (\d+) distinct `megatron\.\*` names \((\d+) of them version-tagged",
         "signature": r"- (\d+) signature blocks",
@@ -55,11 +56,11 @@ def test_closing_note_counts_the_version_notes():
 
 
 def test_every_recipe_is_followed_by_its_output():
-    fences = MD.fences
+    fences = FENCES
     for i, fence in enumerate(fences):
         if fence.info.split()[:2] == ["python", "run"]:
             assert i + 1 < len(fences) and fences[i + 1].info == "text output", f"recipe at line {fence.line}"
-            assert fences[i + 1].body.strip(), f"empty output block after line {fence.line}"
+            assert fences[i + 1].content.strip(), f"empty output block after line {fence.line}"
 
 
 # The objects the issue asks the reference to cover, each with a signature block or a

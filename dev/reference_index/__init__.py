@@ -1,0 +1,1 @@
+"""Development-time compiler: the bundle's Markdown -> references/index/*.json (markdown-it-py)."""

@@ -1,0 +1,122 @@
+"""Error triage: a failing job's log -> the troubleshooting entries that explain it.
+
+Standard library only, Python >= 3.10. Reads references/index/catalogue.json (compiled from
+references/troubleshooting.md by ``make index-references``), never the Markdown.
+
+Public API (stable; ``scripts/explain_error.py --json`` prints the same object)::
+
+    from triage import match_log, match_stream, BadInput
+    match_log(text: str, megatron_version: str | None = None) -> dict
+    match_stream(binary_stream, megatron_version=None) -> dict   # reads the stream to its end
+
+    {"schema_version": 1,
+     "megatron_version": "0.16.1" or None, "megatron_version_source": "--megatron-version" | ...,
+     "matches": [match, ...],          # flat, best first, one per entry
+     "problems": [{"matched_line", "ranks", "matches": [match, ...]}, ...],   # one per distinct problem
+     "unmatched": [{"line", "ranks"}],  # error/warning lines no entry explains (at most 10)
+     "launcher": {"failures": [{"rank", "exitcode", "host", ...}]} or None,   # torch elastic summary
+     "searched_words": [...], "nearest": [{"id", "title", "anchor", "score"}],  # filled when nothing matched
+     "input": {"bytes", "lines", "candidate_lines", "events", "events_dropped"}}
+
+    match = {"id", "title", "score", "matched_line", "ranks", "values", "cause", "fix", "versions",
+             "next_command", "anchor", "link", "how", "entry_text", "frame"}
+
+``score`` is 0.5-1.0 (see triage.match); ``values`` maps names to the values read from the
+message's variable parts; ``versions`` is ``{"release", "stated", "text_history", "caveat"}``.
+``BadInput`` (empty, binary) carries the one line to print.
+"""
+
+from __future__ import annotations
+
+import io
+
+from . import catalogue, match, nextcmd, versions
+from .logscan import BadInput, Scanner
+
+SCHEMA_VERSION = 1
+MAX_PROBLEMS = 20
+MAX_UNMATCHED = 10
+__all__ = ["BadInput", "SCHEMA_VERSION", "match_log", "match_stream"]
+
+
+def match_log(text: str, megatron_version: str | None = None) -> dict:
+    return match_stream(io.BytesIO(text.encode("utf-8", "replace")), megatron_version)
+
+
+def match_stream(stream, megatron_version: str | None = None) -> dict:
+    release, source = versions.resolve(megatron_version)
+    scanner = Scanner()
+    scanner.feed_stream(stream)
+    events = scanner.finish()
+    problems: dict[str, dict] = {}
+    unmatched = []
+    for event in events:
+        found = match.candidates(event)
+        if not found:
+            if event.kind == "message" and _looks_like_a_problem(event.line):
+                unmatched.append(event)
+            continue
+        rec, best = found[0]
+        problem = problems.get(rec["id"])
+        if problem is None or best["score"] > problem["score"]:
+            ranks = problem["ranks"] if problem else set()
+            problem = problems[rec["id"]] = {"score": best["score"], "event": event, "found": found[:3],
+                                             "ranks": ranks}
+        problem["ranks"] |= event.ranks
+    ordered = sorted(problems.values(), key=lambda p: (-p["score"], p["found"][0][0]["id"]))[:MAX_PROBLEMS]
+    out_problems, flat = [], {}
+    for p in ordered:
+        ms = [_match(rec, m, p["event"], sorted(p["ranks"]), release) for rec, m in p["found"]]
+        out_problems.append({"matched_line": p["event"].line, "ranks": sorted(p["ranks"]), "matches": ms,
+                             "chain": list(p["event"].chain)})
+        for m in ms:
+            if m["id"] not in flat or m["score"] > flat[m["id"]]["score"]:
+                flat[m["id"]] = m
+    result = {
+        "schema_version": SCHEMA_VERSION,
+        "megatron_version": release,
+        "megatron_version_source": source,
+        "matches": sorted(flat.values(), key=lambda m: -m["score"]),
+        "problems": out_problems,
+        "unmatched": [{"line": e.line[:300], "ranks": sorted(e.ranks)} for e in unmatched[:MAX_UNMATCHED]],
+        "launcher": {"failures": scanner.elastic} if scanner.elastic else None,
+        "searched_words": [],
+        "nearest": [],
+        "input": {"bytes": scanner.bytes, "lines": scanner.lines, "candidate_lines": scanner.candidates,
+                  "events": len(events), "events_dropped": scanner.overflow},
+    }
+    if not flat:
+        searched = set()
+        for e in events:
+            searched |= catalogue.words(e.line)
+        result["searched_words"] = sorted(searched)[:40]
+        result["nearest"] = [{"id": r["id"], "title": r["title"], "anchor": r["anchor"], "score": s}
+                             for r, s in match.nearest(searched)]
+    return result
+
+
+def _looks_like_a_problem(line: str) -> bool:
+    from .logscan import EXCEPTION
+
+    return bool(EXCEPTION.match(line)) or line.startswith(("NCCL WARN", "WARNING")) or "Watchdog" in line
+
+
+def _match(rec: dict, m: dict, event, ranks: list[int], release: str | None) -> dict:
+    msg = m["message"]
+    return {
+        "id": rec["id"],
+        "title": rec["title"],
+        "score": m["score"],
+        "matched_line": event.line[:500],
+        "ranks": ranks,
+        "values": m["values"],
+        "cause": rec["cause"],
+        "fix": rec["fix"],
+        "versions": versions.caveat(rec, release, msg),
+        "next_command": nextcmd.next_command(rec, m["values"]),
+        "anchor": rec["anchor"],
+        "link": catalogue.link(rec),
+        "how": m["how"],
+        "entry_text": (msg["text"] if msg else "; ".join(f"{s['file']}:{s['function']}" for s in rec["stuck_in"]))[:500],
+        "frame": m["frame"],
+    }

@@ -1,0 +1,73 @@
+"""Text report of a triage result (bounded: at most a few entries per problem, long fields cut)."""
+
+from __future__ import annotations
+
+import textwrap
+
+MAX_FIELD = 600
+
+
+def _cut(text: str, limit: int = MAX_FIELD) -> str:
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def _ranks(ranks: list[int]) -> str:
+    if not ranks:
+        return "no rank prefix"
+    runs, start = [], ranks[0]
+    for a, b in zip(ranks, ranks[1:] + [None]):
+        if b != a + 1:
+            runs.append(str(start) if start == a else f"{start}-{a}")
+            start = b
+    return "ranks " + ",".join(runs)
+
+
+def _wrap(label: str, text: str) -> list[str]:
+    return textwrap.wrap(_cut(text), width=100, initial_indent=f"    {label}", subsequent_indent="      ")
+
+
+def render(result: dict) -> str:
+    lines = []
+    release = result["megatron_version"] or "unknown"
+    lines.append(f"megatron-core {release} ({result['megatron_version_source']})")
+    for i, p in enumerate(result["problems"], 1):
+        lines.append("")
+        lines.append(f"Problem {i} ({_ranks(p['ranks'])}): {_cut(p['matched_line'], 300)}")
+        if len(p["chain"]) > 1:
+            lines.append("  exception chain: " + " -> ".join(_cut(c, 80) for c in p["chain"]))
+        for m in p["matches"]:
+            lines.append(f"  {m['id']} {m['title']}  [score {m['score']}, {m['how']}]  {m['link']}")
+            lines.append(f"    entry: {_cut(m['entry_text'].splitlines()[0], 200)}")
+            if m["frame"]:
+                f = m["frame"]
+                lines.append(f"    frame: {f['file']}:{f['line']} in {f['function']}")
+            if m["values"]:
+                lines.append("    values: " + ", ".join(f"{k}={v}" for k, v in m["values"].items()))
+            lines += _wrap("cause: ", m["cause"])
+            lines += _wrap("fix: ", m["fix"])
+            if m["versions"]["caveat"]:
+                lines += _wrap("versions: ", m["versions"]["caveat"])
+            if m["next_command"]:
+                lines.append(f"    next: {m['next_command']}")
+    if result["launcher"]:
+        fails = result["launcher"]["failures"]
+        lines.append("")
+        lines.append("torch elastic: failed " + ", ".join(
+            f"rank {f.get('rank')} (exitcode {f.get('exitcode', '?')}, host {f.get('host', '?')})" for f in fails[:16]))
+    if result["unmatched"]:
+        lines.append("")
+        lines.append("Other error or warning lines (no catalogue entry):")
+        lines += [f"  [{_ranks(u['ranks'])}] {_cut(u['line'], 200)}" for u in result["unmatched"]]
+    if not result["matches"]:
+        lines.append("")
+        lines.append("No catalogue entry matches this log.")
+        lines.append("Searched words: " + (", ".join(result["searched_words"]) or "(none: no error, warning or stack line found)"))
+        if result["nearest"]:
+            lines.append("Nearest entries:")
+            lines += [f"  {n['id']} {n['title']}  references/troubleshooting.md#{n['anchor']}" for n in result["nearest"]]
+    inp = result["input"]
+    lines.append("")
+    counted = f", {inp['lines']} lines" if inp["lines"] is not None else ""
+    lines.append(f"read {inp['bytes']} bytes{counted}; {inp['candidate_lines']} candidate lines, "
+                 f"{inp['events']} distinct events" + (f" ({inp['events_dropped']} more dropped)" if inp["events_dropped"] else ""))
+    return "\n".join(lines)
