@@ -240,14 +240,19 @@ def parse_answer_block(text: str) -> dict[str, str]:
     return out
 
 
-def _norm(v: str) -> str:
+def norm_text(v) -> str:
+    """Comparable form of a short answer: case, quotes, yes/true, no/false and 'v0.18' / '0.18.0' folded."""
     s = str(v).strip().strip("`'\"").strip().lower()
+    version = re.fullmatch(r"(?:core_)?v?(\d+\.\d+)(?:\.0)?", s)
+    if version:
+        return version.group(1)
     return {"true": "yes", "false": "no"}.get(s, s)
 
 
 def _number(v: str) -> float | None:
-    m = re.search(r"-?\d[\d,_]*(\.\d+)?(e-?\d+)?", v or "")
-    return float(m.group(0).replace(",", "").replace("_", "")) if m else None
+    """The number an answer line gives; with a worked formula ('7/32 = 0.21875') the result after '='."""
+    found = re.findall(r"-?\d[\d,_]*(?:\.\d+)?(?:e-?\d+)?", (v or "").rsplit("=", 1)[-1])
+    return float(found[0].replace(",", "").replace("_", "")) if found else None
 
 
 def _items(v: str) -> list[str]:
@@ -266,7 +271,7 @@ def apply_check(c: dict, answer: str, keys: dict[str, str]) -> tuple[bool, str]:
         x = _number(got)
         return x is not None and abs(x - c["expected"]) <= c.get("tolerance", 0), f"{got!r} vs {c['expected']}"
     if kind == "answer_text":
-        return _norm(got) == _norm(c["expected"]), f"{got!r} vs {c['expected']!r}"
+        return norm_text(got) == norm_text(c["expected"]), f"{got!r} vs {c['expected']!r}"
     exp = [str(x).lower() for x in c["expected"]]
     items = [x.lower() for x in _items(got)]
     if not c.get("ordered", True):

@@ -163,9 +163,17 @@ def recompute_all(specs: list[dict]) -> list:
     return out
 
 
-def norm_text(v) -> str:
-    s = str(v).strip().strip("`'\"").strip().lower()
-    return {"true": "yes", "false": "no"}.get(s, s)
+def _runner():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_evals", REPO / "evals" / "run_evals.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# The grader's own normalisation, so a recomputed value is compared exactly as an answer would be.
+norm_text = _runner().norm_text
 
 
 def compare(item: dict, value) -> tuple[bool, str]:

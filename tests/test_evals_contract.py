@@ -258,6 +258,12 @@ def test_answer_block_parsing():
     assert run_evals.apply_check({"kind": "answer_list", "key": "list", "expected": [5, 4], "ordered": False}, text, keys)[0]
     assert not run_evals.apply_check({"kind": "answer_text", "key": "missing", "expected": "no"}, text, keys)[0]
     assert run_evals.apply_check({"kind": "regex", "pattern": "Megatron", "must": False}, text, keys)[0]
+    formula = "```answer\nbubble: 7/32 = 0.21875\nfirst: v0.18\nok: True\n```"
+    fk = run_evals.parse_answer_block(formula)
+    assert run_evals.apply_check({"kind": "answer_number", "key": "bubble", "expected": 0.21875, "tolerance": 0.001}, formula, fk)[0]
+    assert run_evals.apply_check({"kind": "answer_text", "key": "first", "expected": "0.18.0"}, formula, fk)[0]
+    assert run_evals.apply_check({"kind": "answer_text", "key": "ok", "expected": "yes"}, formula, fk)[0]
+    assert not run_evals.apply_check({"kind": "answer_text", "key": "first", "expected": "0.19.0"}, formula, fk)[0]
 
 
 def test_runner_bad_arguments_exit_2():
