@@ -271,3 +271,22 @@ def test_runner_bad_arguments_exit_2():
     assert p.returncode == 2 and "Traceback" not in p.stderr
     p = _runner("report", "--run", "/nonexistent/run")
     assert p.returncode == 1 and "missing" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_readme_counts_match_evals():
+    """evals/README.md states the set's size; recount it so the page cannot go stale."""
+    text = (REPO / "evals" / "README.md").read_text()
+    n_neg = sum(e["negative_control"] for e in EV)
+    assert f"{len(EV)} evals; {n_neg} are negative controls" in text
+    det = sum(len({c["expectation"] for c in e["checks"] if c.get("applies_to", "both") == "both"}) for e in EV)
+    total = sum(len(e["expectations"]) for e in EV)
+    only = sum(len({c["expectation"] for c in e["checks"] if c.get("applies_to", "both") == "both"}) == len(e["expectations"]) for e in EV)
+    assert f"Of {total} expectations, {det} are decided by deterministic checks and {total - det} by the rubric grader; {only} evals" in " ".join(text.split())
+    n_recomputed = sum("recompute" in c for e in EV for c in e["checks"]) + sum(len(e["facts"]) for e in EV)
+    assert f"{n_recomputed} of these values are recomputed" in " ".join(text.split())
+    rows = dict(re.findall(r"^\| `([a-z-]+)` \| (\d+) \|", text, re.M))
+    for route, count in rows.items():
+        assert sum(e["route"] == route for e in EV) == int(count), route
+    negatives = re.search(r"^\| `sibling-\*`, `out-of-scope` \| (\d+) \|", text, re.M)
+    assert negatives and int(negatives.group(1)) == n_neg
+    assert set(rows) | run_evals.NEGATIVE_ROUTES == set(DOC["routes"])
