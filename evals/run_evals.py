@@ -337,8 +337,9 @@ def grade(args) -> int:
         rubric = [i for i in range(len(e["expectations"])) if i not in decided]
         graded[label] = {"checks": results, "rubric_expectations": rubric,
                          "contamination": _contamination(ans, cond, run, key["bundle"])}
-        worklist.append({"label": label, "expectations": [e["expectations"][i] for i in rubric]})
-        (rubric_dir / f"{label}.md").write_text(_rubric_task(label, e, rubric, text, run))
+        if rubric:  # answers decided by checks alone need no grader
+            worklist.append({"label": label, "expectations": [e["expectations"][i] for i in rubric]})
+            (rubric_dir / f"{label}.md").write_text(_rubric_task(label, e, rubric, text, run))
     (run / "deterministic.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "graded": graded}, indent=1))
     (rubric_dir / "worklist.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "items": worklist}, indent=1))
     missing = sorted(set(key["labels"]) - set(answers))

@@ -218,6 +218,7 @@ def test_grader_on_hand_made_answers(tmp_path):
     assert all(r["passed"] for r in det[right]["checks"])
     assert [r["passed"] for r in det[wrong]["checks"]] == [False, False, False, True]
     assert det[wrong]["rubric_expectations"] == []                    # all four expectations decided by checks
+    assert not (run / "rubric" / f"{wrong}.md").exists()
     assert [r["passed"] for r in det[routed]["checks"] if r["skill_specific"]] == [True]
     assert not any(r["skill_specific"] for r in det[unrouted]["checks"])
     assert det[unrouted]["contamination"]                             # read the bundle without the skill
