@@ -1,0 +1,523 @@
+#!/usr/bin/env python3
+"""Run the skill's evaluation with and without the skill, grade it, and report (standard library only).
+
+  run_evals.py validate                      check evals/evals.json against the schema (exit 1 on problems)
+  run_evals.py prepare --out RUN [...]       write one task file per eval and condition, the skill bundle
+                                             copy and the input files; the condition key goes to RUN/key.json
+  run_evals.py grade --run RUN               apply the deterministic checks to RUN/answers/*.json and write
+                                             the blind rubric worklist RUN/rubric/<label>.md
+  run_evals.py report --run RUN [--previous OLD/report.json]
+                                             merge deterministic and rubric grades into RUN/report.json and
+                                             RUN/report.md (the numbers BENCHMARK.md needs)
+
+Formats (schema_version 1) are defined in evals/README.md. Exit codes: 0 done, 1 invalid evals or
+missing inputs, 2 bad arguments. Diagnostics go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+EVALS = HERE / "evals.json"
+SCHEMA_VERSION = 1
+CONDITIONS = ("with_skill", "without_skill")
+CHECK_KINDS = {"answer_number", "answer_text", "answer_list", "regex"}
+REQUIRED = ("id", "name", "route", "prompt", "expected_output", "files", "expectations", "answer_keys",
+            "checks", "facts", "verified_by", "negative_control")
+NEGATIVE_ROUTES = {"sibling-training-cli", "sibling-checkpointing", "sibling-inference", "out-of-scope"}
+WITH_SKILL_TAG = "[with skill] "
+BUNDLE_PARTS = ("SKILL.md", "LICENSE", "references", "scripts")
+# A command that runs one of the bundle's scripts makes the answer "script-derived".
+SCRIPT_RE = re.compile(r"scripts/[\w/]+\.py")
+ANSWER_BLOCK_RE = re.compile(r"```answer[ \t]*\n(.*?)```", re.S)
+
+
+# ------------------------------------------------------------------------------------------ schema
+
+def load(path: Path = EVALS) -> dict:
+    return json.loads(path.read_text())
+
+
+def problems(doc: dict, repo: Path = REPO) -> list[str]:
+    """Every schema problem in an evals document (empty when valid)."""
+    out: list[str] = []
+    if not isinstance(doc.get("skill_name"), str) or not isinstance(doc.get("evals"), list):
+        return ["top level needs skill_name (string) and evals (list)"]
+    routes = doc.get("routes", {})
+    seen_ids, seen_names = set(), set()
+    for e in doc["evals"]:
+        where = f"eval {e.get('id')} ({e.get('name')})"
+        missing = [k for k in REQUIRED if k not in e]
+        if missing:
+            out.append(f"{where}: missing {missing}")
+            continue
+        if not isinstance(e["id"], int) or e["id"] in seen_ids:
+            out.append(f"{where}: id must be a unique integer")
+        if e["name"] in seen_names:
+            out.append(f"{where}: duplicate name")
+        seen_ids.add(e["id"])
+        seen_names.add(e["name"])
+        if e["route"] not in routes:
+            out.append(f"{where}: route {e['route']!r} not in routes")
+        if e["negative_control"] != (e["route"] in NEGATIVE_ROUTES):
+            out.append(f"{where}: negative_control must be true exactly for the negative routes")
+        for k in ("prompt", "expected_output"):
+            if not isinstance(e[k], str) or not e[k].strip():
+                out.append(f"{where}: empty {k}")
+        if not e["expectations"] or not all(isinstance(x, str) and x.strip() for x in e["expectations"]):
+            out.append(f"{where}: expectations must be non-empty strings")
+        if not e["verified_by"]:
+            out.append(f"{where}: verified_by is empty")
+        for f in e["files"]:
+            if not (repo / f).is_file():
+                out.append(f"{where}: file {f} does not exist")
+            elif f not in e["prompt"]:
+                out.append(f"{where}: file {f} is not named in the prompt")
+        keys = [k["key"] for k in e["answer_keys"]]
+        if len(set(keys)) != len(keys):
+            out.append(f"{where}: duplicate answer key")
+        for i, c in enumerate(e["checks"]):
+            out += [f"{where} check {i}: {p}" for p in _check_problems(c, keys, len(e["expectations"]))]
+        used = {c["key"] for c in e["checks"] if "key" in c}
+        if set(keys) - used:
+            out.append(f"{where}: answer keys {sorted(set(keys) - used)} have no check")
+        for i, f in enumerate(e["facts"]):
+            if not {"claim", "recompute", "expect"} <= set(f) or "kind" not in f["recompute"]:
+                out.append(f"{where} fact {i}: needs claim, recompute (with kind) and expect")
+    return out
+
+
+def _check_problems(c: dict, keys: list[str], n_exp: int) -> list[str]:
+    out = []
+    kind = c.get("kind")
+    if kind not in CHECK_KINDS:
+        return [f"unknown kind {kind!r}"]
+    if not isinstance(c.get("expectation"), int) or not 0 <= c["expectation"] < n_exp:
+        out.append("expectation must index the eval's expectations")
+    if c.get("applies_to", "both") not in ("both", "with_skill"):
+        out.append("applies_to must be both or with_skill")
+    if kind == "regex":
+        if not isinstance(c.get("must"), bool):
+            out.append("regex needs must: true/false")
+        try:
+            re.compile(c.get("pattern", ""))
+        except re.error as e:
+            out.append(f"bad pattern: {e}")
+        if not c.get("pattern"):
+            out.append("empty pattern")
+    else:
+        if c.get("key") not in keys:
+            out.append(f"key {c.get('key')!r} is not one of the eval's answer_keys")
+        exp = c.get("expected")
+        if kind == "answer_number" and not isinstance(exp, (int, float)):
+            out.append("answer_number needs a numeric expected")
+        if kind == "answer_text" and not isinstance(exp, str):
+            out.append("answer_text needs a string expected")
+        if kind == "answer_list" and not isinstance(exp, list):
+            out.append("answer_list needs a list expected")
+    return out
+
+
+# ------------------------------------------------------------------------------------------ prepare
+
+TEMPLATE_COMMON = """\
+# Task {label}
+
+You are answering one question from a user of NVIDIA Megatron Core. Work as you normally would
+(read files, run commands), then write your answer file.
+
+## Environment
+- Python with megatron-core 0.19.2 installed: `{python}` (you may run it and read the installed packages).
+- Input files for this question (if any) are under `{files_dir}`.
+- No web access. Do NOT read `{forbidden}` (the benchmark's own evals, tests and answers) or other tasks' files.
+{condition_block}
+## Question
+{prompt}
+
+## What to write
+Write `{answer_path}` (JSON, schema_version 1):
+
+```json
+{{"schema_version": 1, "label": "{label}",
+  "answer": "<your full answer to the user, Markdown>",
+  "confidence": "high | medium | low",
+  "files_read": [{{"path": "<absolute path>", "bytes": <bytes you read: the size if whole, else the part>}}],
+  "commands": [{{"command": "<exact command line>", "exit_code": <int>}}]}}
+```
+
+List EVERY file you opened (including {skill_hint}input files and installed sources) and EVERY command you ran.
+{keys_block}"""
+
+WITH_SKILL_BLOCK = """
+## Condition: with the skill
+The agent skill `core-models-and-parallelism` is installed at `{bundle}`. Load it: read
+`{bundle}/SKILL.md` first and follow it (its routes, references and scripts; run scripts from
+`{bundle}`). Read only what you need.
+"""
+
+WITHOUT_SKILL_BLOCK = """
+## Condition: without a skill
+No skill is loaded. Use your own knowledge, the Python environment and the installed packages.
+Do not read `{bundle}`.
+"""
+
+
+def _keys_block(e: dict) -> str:
+    if not e["answer_keys"]:
+        return ""
+    lines = "\n".join(f"{k['key']}: <{k['ask']}>" for k in e["answer_keys"])
+    return ("\nEnd the `answer` text with this block (one line per key; plain values, lists comma-separated):\n\n"
+            f"```answer\n{lines}\n```\n")
+
+
+def prepare(args) -> int:
+    doc = load(Path(args.evals))
+    bad = problems(doc)
+    if bad:
+        print("\n".join(bad), file=sys.stderr)
+        return 1
+    out = Path(args.out).resolve()
+    if out.exists() and any(out.iterdir()):
+        print(f"error: {out} exists and is not empty", file=sys.stderr)
+        return 2
+    skill = Path(args.skill_dir).resolve()
+    bundle, files_dir = out / "bundle", out / "files"
+    for part in BUNDLE_PARTS:
+        src = skill / part
+        if src.is_dir():
+            shutil.copytree(src, bundle / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif src.is_file():
+            bundle.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, bundle / part)
+    shutil.copytree(HERE / "files", files_dir)
+    (out / "tasks").mkdir(parents=True)
+    (out / "answers").mkdir()
+    only = {int(x) for x in args.only.split(",")} if args.only else None
+    rng = random.Random(args.seed)
+    key, n = {}, 0
+    for e in doc["evals"]:
+        if only and e["id"] not in only:
+            continue
+        for cond in CONDITIONS:
+            label = f"t{rng.randrange(16**6):06x}"
+            while label in key:
+                label = f"t{rng.randrange(16**6):06x}"
+            key[label] = {"eval_id": e["id"], "condition": cond}
+            prompt = e["prompt"].replace("evals/files/", f"{files_dir}/")
+            block = (WITH_SKILL_BLOCK if cond == "with_skill" else WITHOUT_SKILL_BLOCK).format(bundle=bundle)
+            text = TEMPLATE_COMMON.format(
+                label=label, python=args.python, files_dir=files_dir, forbidden=f"{REPO}/evals, {REPO}/tests, {out}/key.json, {out}/answers (other than yours)",
+                condition_block=block, prompt=prompt, answer_path=out / "answers" / f"{label}.json",
+                skill_hint="skill files, " if cond == "with_skill" else "", keys_block=_keys_block(e))
+            (out / "tasks" / f"{label}.md").write_text(text)
+            n += 1
+    (out / "key.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "bundle": str(bundle),
+                                              "files": str(files_dir), "labels": key}, indent=1))
+    print(f"{n} task files in {out / 'tasks'}; condition key in {out / 'key.json'} (keep it from graders)")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ grade
+
+def parse_answer_block(text: str) -> dict[str, str]:
+    blocks = ANSWER_BLOCK_RE.findall(text or "")
+    if not blocks:
+        return {}
+    out = {}
+    for line in blocks[-1].splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            out[k.strip().lower()] = v.strip()
+    return out
+
+
+def norm_text(v) -> str:
+    """Comparable form of a short answer: case, quotes, yes/true, no/false and 'v0.18' / '0.18.0' folded."""
+    s = str(v).strip().strip("`'\"").strip().lower()
+    version = re.fullmatch(r"(?:core_)?v?(\d+\.\d+)(?:\.0)?", s)
+    if version:
+        return version.group(1)
+    return {"true": "yes", "false": "no"}.get(s, s)
+
+
+def _number(v: str) -> float | None:
+    """The number an answer line gives; with a worked formula ('7/32 = 0.21875') the result after '='."""
+    found = re.findall(r"-?\d[\d,_]*(?:\.\d+)?(?:e-?\d+)?", (v or "").rsplit("=", 1)[-1])
+    return float(found[0].replace(",", "").replace("_", "")) if found else None
+
+
+def _items(v: str) -> list[str]:
+    return [x for x in re.split(r"[\s,;\[\]()]+", v or "") if x]
+
+
+def apply_check(c: dict, answer: str, keys: dict[str, str]) -> tuple[bool, str]:
+    kind = c["kind"]
+    if kind == "regex":
+        hit = re.search(c["pattern"], answer or "") is not None
+        return hit == c["must"], ("found" if hit else "absent") + f" /{c['pattern']}/"
+    got = keys.get(c["key"].lower())
+    if got is None:
+        return False, f"answer block has no {c['key']}"
+    if kind == "answer_number":
+        x = _number(got)
+        return x is not None and abs(x - c["expected"]) <= c.get("tolerance", 0), f"{got!r} vs {c['expected']}"
+    if kind == "answer_text":
+        return norm_text(got) == norm_text(c["expected"]), f"{got!r} vs {c['expected']!r}"
+    exp = [str(x).lower() for x in c["expected"]]
+    items = [x.lower() for x in _items(got)]
+    if not c.get("ordered", True):
+        items, exp = sorted(items), sorted(exp)
+    return items == exp, f"{got!r} vs {c['expected']!r}"
+
+
+def applicable_expectations(e: dict, condition: str) -> list[int]:
+    return [i for i, x in enumerate(e["expectations"])
+            if condition == "with_skill" or not x.startswith(WITH_SKILL_TAG)]
+
+
+def _answer_files(run: Path, labels: dict) -> dict[str, dict]:
+    out = {}
+    for label in labels:
+        p = run / "answers" / f"{label}.json"
+        if p.is_file():
+            try:
+                out[label] = json.loads(p.read_text())
+            except json.JSONDecodeError as err:
+                print(f"warning: {p}: not JSON ({err}); graded as empty", file=sys.stderr)
+                out[label] = {}
+    return out
+
+
+def _contamination(ans: dict, cond: str, run: Path, bundle: str) -> list[str]:
+    bad = []
+    for f in ans.get("files_read", []):
+        p = str(f.get("path", ""))
+        if cond == "without_skill" and p.startswith(bundle):
+            bad.append(f"read the skill bundle without the skill: {p}")
+        if p.startswith(str(REPO / "evals")) or p.startswith(str(REPO / "tests")) or p.endswith("key.json"):
+            bad.append(f"read benchmark material: {p}")
+    return bad
+
+
+def grade(args) -> int:
+    run = Path(args.run).resolve()
+    keyfile = run / "key.json"
+    if not keyfile.is_file():
+        print(f"error: {keyfile} missing (run prepare first)", file=sys.stderr)
+        return 1
+    key = json.loads(keyfile.read_text())
+    evals = {e["id"]: e for e in load(Path(args.evals))["evals"]}
+    answers = _answer_files(run, key["labels"])
+    rubric_dir = run / "rubric"
+    rubric_dir.mkdir(exist_ok=True)
+    graded, worklist = {}, []
+    for label, meta in sorted(key["labels"].items()):
+        if label not in answers:
+            continue
+        e, cond, ans = evals[meta["eval_id"]], meta["condition"], answers[label]
+        text = ans.get("answer", "") if isinstance(ans.get("answer"), str) else ""
+        keys = parse_answer_block(text)
+        results = []
+        for c in e["checks"]:
+            if c.get("applies_to", "both") == "with_skill" and cond != "with_skill":
+                continue
+            ok, why = apply_check(c, text, keys)
+            results.append({"expectation": c["expectation"], "kind": c["kind"], "passed": ok, "detail": why,
+                            "skill_specific": c.get("applies_to", "both") == "with_skill"})
+        decided = {r["expectation"] for r in results if not r["skill_specific"]}
+        rubric = [i for i in range(len(e["expectations"])) if i not in decided]
+        graded[label] = {"checks": results, "rubric_expectations": rubric,
+                         "contamination": _contamination(ans, cond, run, key["bundle"])}
+        if rubric:  # answers decided by checks alone need no grader
+            worklist.append({"label": label, "expectations": [e["expectations"][i] for i in rubric]})
+            (rubric_dir / f"{label}.md").write_text(_rubric_task(label, e, rubric, text, run))
+    (run / "deterministic.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "graded": graded}, indent=1))
+    (rubric_dir / "worklist.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "items": worklist}, indent=1))
+    missing = sorted(set(key["labels"]) - set(answers))
+    print(f"graded {len(graded)} answers ({len(missing)} missing); rubric worklist: {rubric_dir}/worklist.json")
+    return 0
+
+
+def _rubric_task(label: str, e: dict, rubric: list[int], answer: str, run: Path) -> str:
+    exps = "\n".join(f"{n}. {e['expectations'][i].removeprefix(WITH_SKILL_TAG)}" for n, i in enumerate(rubric)) or "(none)"
+    return f"""# Grade answer {label}
+
+You grade one answer to a question about NVIDIA Megatron Core. You do not know how the answer was
+produced; judge only its text against the reference. A statement the reference contradicts is
+false even if it sounds plausible. Do not run tools to re-derive facts; the reference was verified.
+
+## Question
+{e['prompt']}
+
+## Reference answer (verified against megatron-core 0.19.2 or the named release sources)
+{e['expected_output']}
+
+## Expectations to grade (each: passed true/false, with the words of the answer as evidence)
+{exps}
+
+## The answer
+<answer>
+{answer}
+</answer>
+
+## Write `{run}/rubric/{label}.grading.json`
+{{"schema_version": 1, "label": "{label}",
+ "expectations": [{{"text": "<expectation>", "passed": true, "evidence": "<quote>"}}],
+ "confidently_wrong": <true if the answer states something false as a fact without hedging>,
+ "false_statements": ["<each false statement, quoted>"]}}
+"""
+
+
+# ------------------------------------------------------------------------------------------ report
+
+def _pct(a: int, b: int) -> float | None:
+    return round(100.0 * a / b, 1) if b else None
+
+
+def report(args) -> int:
+    run = Path(args.run).resolve()
+    try:
+        key = json.loads((run / "key.json").read_text())
+        det = json.loads((run / "deterministic.json").read_text())["graded"]
+    except FileNotFoundError as err:
+        print(f"error: {err.filename} missing (run prepare and grade first)", file=sys.stderr)
+        return 1
+    evals = {e["id"]: e for e in load(Path(args.evals))["evals"]}
+    answers = _answer_files(run, key["labels"])
+    rows = []
+    for label, meta in sorted(key["labels"].items()):
+        if label not in det:
+            continue
+        e, cond = evals[meta["eval_id"]], meta["condition"]
+        applicable = set(applicable_expectations(e, cond))
+        passed: dict[int, bool] = {}
+        for r in det[label]["checks"]:
+            if not r["skill_specific"]:
+                passed[r["expectation"]] = passed.get(r["expectation"], True) and r["passed"]
+        gfile = run / "rubric" / f"{label}.grading.json"
+        grading = json.loads(gfile.read_text()) if gfile.is_file() else None
+        rubric_idx = det[label]["rubric_expectations"]
+        if grading:
+            for i, g in zip(rubric_idx, grading.get("expectations", [])):
+                passed[i] = bool(g.get("passed"))
+        ans = answers.get(label, {})
+        bundle_bytes = sum(int(f.get("bytes", 0)) for f in ans.get("files_read", [])
+                           if str(f.get("path", "")).startswith(key["bundle"]))
+        total_bytes = sum(int(f.get("bytes", 0)) for f in ans.get("files_read", []))
+        scripts = [c.get("command", "") for c in ans.get("commands", []) if SCRIPT_RE.search(c.get("command", ""))
+                   and (key["bundle"] in c.get("command", "") or cond == "with_skill")]
+        exp_results = {i: passed.get(i) for i in applicable}
+        failed = [i for i, v in exp_results.items() if v is False]
+        rows.append({
+            "label": label, "eval_id": e["id"], "name": e["name"], "route": e["route"], "condition": cond,
+            "negative_control": e["negative_control"], "expectations": len(applicable),
+            "expectations_passed": sum(1 for v in exp_results.values() if v),
+            "ungraded": sorted(i for i, v in exp_results.items() if v is None),
+            "eval_passed": bool(applicable) and all(v is True for v in exp_results.values()),
+            "confident_wrong": bool(failed) and ans.get("confidence") == "high" or bool(grading and grading.get("confidently_wrong")),
+            "bundle_bytes": bundle_bytes, "total_bytes": total_bytes, "script_derived": bool(scripts),
+            "skill_specific_checks": [r["passed"] for r in det[label]["checks"] if r["skill_specific"]],
+            "contamination": det[label]["contamination"],
+        })
+    summary = _summarise(rows)
+    if args.previous:
+        prev = json.loads(Path(args.previous).read_text())["summary"]
+        summary["change_since_previous"] = {
+            c: {k: _delta(summary[c].get(k), prev.get(c, {}).get(k))
+                for k in ("eval_pass_rate", "expectation_pass_rate", "confident_wrong", "bundle_bytes_median")}
+            for c in CONDITIONS if c in summary}
+    (run / "report.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "summary": summary, "rows": rows}, indent=1))
+    (run / "report.md").write_text(_markdown(summary))
+    print((run / "report.md").read_text())
+    return 0
+
+
+def _delta(a, b):
+    return None if a is None or b is None else round(a - b, 1)
+
+
+def _summarise(rows: list[dict]) -> dict:
+    out: dict = {}
+    for cond in CONDITIONS:
+        rs = [r for r in rows if r["condition"] == cond and r["expectations"]]
+        if not rs:
+            continue
+        bb = sorted(r["bundle_bytes"] for r in rs)
+        out[cond] = {
+            "answers": len(rs),
+            "eval_pass_rate": _pct(sum(r["eval_passed"] for r in rs), len(rs)),
+            "expectation_pass_rate": _pct(sum(r["expectations_passed"] for r in rs), sum(r["expectations"] for r in rs)),
+            "ungraded_expectations": sum(len(r["ungraded"]) for r in rs),
+            "confident_wrong": sum(r["confident_wrong"] for r in rs),
+            "negative_controls_passed": f"{sum(r['eval_passed'] for r in rs if r['negative_control'])}/{sum(r['negative_control'] for r in rs)}",
+            "bundle_bytes_median": statistics.median(bb), "bundle_bytes_worst": bb[-1],
+            "total_bytes_median": statistics.median(sorted(r["total_bytes"] for r in rs)),
+            "script_derived_answers": sum(r["script_derived"] for r in rs),
+            "contaminated_answers": sum(bool(r["contamination"]) for r in rs),
+            "by_route": {route: _pct(sum(r["eval_passed"] for r in rs if r["route"] == route),
+                                     sum(1 for r in rs if r["route"] == route))
+                         for route in sorted({r["route"] for r in rs})},
+        }
+    if all(c in out for c in CONDITIONS) and None not in (out["with_skill"]["eval_pass_rate"], out["without_skill"]["eval_pass_rate"]):
+        out["with_minus_without_points"] = round(out["with_skill"]["eval_pass_rate"] - out["without_skill"]["eval_pass_rate"], 1)
+    return out
+
+
+def _markdown(s: dict) -> str:
+    lines = ["| metric | with skill | without skill |", "| --- | --- | --- |"]
+    for k in ("answers", "eval_pass_rate", "expectation_pass_rate", "ungraded_expectations", "confident_wrong",
+              "negative_controls_passed", "bundle_bytes_median", "bundle_bytes_worst", "total_bytes_median",
+              "script_derived_answers", "contaminated_answers"):
+        lines.append(f"| {k} | {s.get('with_skill', {}).get(k)} | {s.get('without_skill', {}).get(k)} |")
+    routes = sorted(set(s.get("with_skill", {}).get("by_route", {})) | set(s.get("without_skill", {}).get("by_route", {})))
+    lines += ["", "| route (eval pass rate %) | with skill | without skill |", "| --- | --- | --- |"]
+    lines += [f"| {r} | {s.get('with_skill', {}).get('by_route', {}).get(r)} | {s.get('without_skill', {}).get('by_route', {}).get(r)} |"
+              for r in routes]
+    if "with_minus_without_points" in s:
+        lines += ["", f"With minus without: {s['with_minus_without_points']} points."]
+    if "change_since_previous" in s:
+        lines += ["", "Change since previous run: " + json.dumps(s["change_since_previous"])]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ main
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="run_evals.py", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--evals", default=str(EVALS), help="evals file (default: evals/evals.json)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("validate", help="check evals.json against the schema")
+    p = sub.add_parser("prepare", help="write task files for both conditions")
+    p.add_argument("--out", required=True, help="new run directory")
+    p.add_argument("--skill-dir", default=str(REPO), help="skill bundle to copy (default: this repository)")
+    p.add_argument("--python", default=sys.executable, help="Python with megatron-core for the answering agents")
+    p.add_argument("--only", help="comma-separated eval ids")
+    p.add_argument("--seed", type=int, default=0, help="seed for the anonymous labels")
+    g = sub.add_parser("grade", help="deterministic checks + blind rubric worklist")
+    g.add_argument("--run", required=True)
+    r = sub.add_parser("report", help="numbers for BENCHMARK.md")
+    r.add_argument("--run", required=True)
+    r.add_argument("--previous", help="an earlier run's report.json, for the change since then")
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    if args.cmd == "validate":
+        bad = problems(load(Path(args.evals)))
+        print("\n".join(bad) if bad else f"ok: {len(load(Path(args.evals))['evals'])} evals", file=sys.stderr if bad else sys.stdout)
+        return 1 if bad else 0
+    return {"prepare": prepare, "grade": grade, "report": report}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Child process for tests/evals_recompute.py: recompute eval facts that need megatron-core.
+
+Reads a JSON list of recompute specs on stdin, prints one JSON list of results on stdout
+(each {"value": ...} or {"error": "..."} when the probe itself failed). Run with the
+interpreter that has megatron-core installed; everything heavy is imported here, never in
+the pytest process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+
+def _obj(ref: str):
+    """'pkg.mod:Name.attr' -> the object."""
+    mod, _, attr = ref.partition(":")
+    obj = importlib.import_module(mod)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _kwargs(kw: dict) -> dict:
+    import torch
+
+    # JSON cannot hold a dtype: "torch.bfloat16" stands for the object.
+    return {k: getattr(torch, v.split(".", 1)[1]) if isinstance(v, str) and v.startswith("torch.") else v
+            for k, v in kw.items()}
+
+
+def _build(spec):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _obj(spec["cls"])(**_kwargs(spec.get("kwargs", {})))
+
+
+def _error_text(fn) -> str:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fn()
+    except Exception as e:  # the probe's job is to report what was raised
+        return f"{type(e).__name__}: {e}"
+    return "OK"
+
+
+def _ok(spec) -> bool:
+    return _error_text(lambda: _build(spec)) == "OK"
+
+
+def _installed(path: str) -> Path:
+    root = Path(importlib.util.find_spec("megatron.core").origin).parent.parent
+    return root / path.removeprefix("megatron/")
+
+
+def _default(p: inspect.Parameter) -> str:
+    return "<required>" if p.default is inspect.Parameter.empty else str(p.default)
+
+
+def _field_default(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return "<required>"
+
+
+def _max_valid(spec):
+    good = [c for c in spec["candidates"]
+            if _ok({"cls": spec["cls"], "kwargs": {**spec["kwargs"], spec["vary"]: c}})]
+    return max(good) if good else None
+
+
+def _exec(stmt: str) -> None:
+    exec(compile(stmt, "<eval-stmt>", "exec"), {})  # a fixed import statement from evals.json
+
+
+def _spec_mlp(spec) -> str:
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+
+    mlp = get_gpt_layer_local_spec(**spec.get("kwargs", {})).submodules.mlp
+    target = getattr(mlp, "module", None) or getattr(mlp, "func", mlp)
+    # a partial of a bound classmethod names its class through __self__
+    target = getattr(target, "__self__", target)
+    return getattr(target, "__name__", repr(target))
+
+
+KINDS = {
+    "config": lambda s: getattr(_build(s), s["attr"]),
+    "config_ok": _ok,
+    "config_ok_negated": lambda s: not _ok(s),
+    "config_error": lambda s: _error_text(lambda: _build(s)),
+    "config_max_valid": _max_valid,
+    "field_default": lambda s: _field_default({f.name: f for f in dataclasses.fields(_obj(s["cls"]))}[s["field"]]),
+    "config_fields": lambda s: sorted(f.name for f in dataclasses.fields(_obj(s["cls"])) if s["contains"] in f.name),
+    "signature": lambda s: _default(inspect.signature(_obj(s["object"])).parameters[s["param"]]),
+    "import_ok": lambda s: _error_text(lambda: _exec(s["stmt"])) == "OK",
+    "call_error": lambda s: _error_text(lambda: _obj(s["object"])(**s.get("kwargs", {}))),
+    "spec_mlp": _spec_mlp,
+    "installed_source": lambda s: s["contains"].replace("\\n", "\n") in _installed(s["path"]).read_text(),
+}
+
+
+def main() -> int:
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+    specs = json.load(sys.stdin)
+    out = []
+    for spec in specs:
+        try:
+            value = KINDS[spec["kind"]](spec)
+            json.dumps(value)
+        except Exception as e:  # report, never crash the batch
+            out.append({"error": f"{type(e).__name__}: {e}"})
+            continue
+        out.append({"value": value})
+    sys.stdout.write(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

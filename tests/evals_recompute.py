@@ -1,0 +1,201 @@
+"""Recompute the machine-checkable facts behind evals/evals.json.
+
+A recompute spec (an eval check's ``recompute`` or a fact's ``recompute``) names a kind:
+
+- layout kinds run scripts/check_parallel_layout.py --json (standard library only):
+  ``layout`` (a value at ``path`` in its JSON; ``violation_rules`` / ``warning_rules`` give the
+  rule ids), ``layout_count_distinct``, ``layout_first_valid`` (walk one flag until the layout
+  is valid), ``layout_group`` (the --ranks group of one kind holding a rank);
+- release kinds read Megatron-LM sources at git tags through tests/upstream_sources.py:
+  ``upstream_source``, ``first_release``, ``all_releases_contain``;
+- arithmetic kinds: ``bubble`` ((p-1)/(v*m), Narayanan et al. 2021), ``mod``;
+- ``inspector`` runs scripts/inspect_core_api.py --json;
+- every other kind needs megatron-core and runs in one child process (tests/evals_probe.py).
+
+``compare(check_or_fact, value)`` says whether a recomputed value supports what the eval states.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import upstream_sources
+
+REPO = Path(__file__).resolve().parent.parent
+CHECKER = REPO / "scripts" / "check_parallel_layout.py"
+INSPECTOR = REPO / "scripts" / "inspect_core_api.py"
+PROBE = Path(__file__).resolve().parent / "evals_probe.py"
+STDLIB_KINDS = {"layout", "layout_count_distinct", "layout_first_valid", "layout_group", "bubble", "mod",
+                "upstream_source", "first_release", "all_releases_contain", "inspector"}
+RELEASE_KINDS = {"upstream_source", "first_release", "all_releases_contain"}
+PROBE_KINDS = {"config", "config_ok", "config_ok_negated", "config_error", "config_max_valid", "field_default",
+               "config_fields", "signature", "import_ok", "call_error", "spec_mlp", "installed_source"}
+
+
+class Skip(Exception):
+    """The fact cannot be recomputed here (no mirror or wheel for that release)."""
+
+
+@functools.lru_cache(maxsize=None)
+def _checker(args: str) -> tuple[int, dict]:
+    import shlex
+
+    p = subprocess.run([sys.executable, str(CHECKER), *shlex.split(args), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode not in (0, 1):
+        raise AssertionError(f"checker exit {p.returncode} for {args!r}: {p.stderr.strip()}")
+    return p.returncode, json.loads(p.stdout)
+
+
+def _path(doc, path: str):
+    if path in ("violation_rules", "warning_rules"):
+        return [v["rule"] for v in doc[path.split("_")[0] + "s"]]
+    cur = doc
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        cur = cur[int(part[1:-1])] if part.startswith("[") else cur[part]
+    return cur
+
+
+def _set_flag(args: str, flag: str, value: int) -> str:
+    new, n = re.subn(rf"{re.escape(flag)}\s+\S+", f"{flag} {value}", args)
+    return new if n else f"{args} {flag} {value}"
+
+
+def _first_valid(spec) -> int | None:
+    for i in range(spec["limit"] + 1):
+        value = spec["start"] + i * spec["step"]
+        if value < 1:
+            break
+        if _checker(_set_flag(spec["args"], spec["flag"], value))[1]["valid"]:
+            return value
+    return None
+
+
+def _group(spec) -> list[int]:
+    doc = _checker(spec["args"] + " --ranks")[1]
+    return next(g for g in doc["ranks"][spec["group"]] if spec["rank"] in g)
+
+
+def _source(ref: str, path: str) -> str | None:
+    repo = upstream_sources.mirror()
+    # Releases before 0.15 have no wheel in upstream_sources.RELEASES: read the tag from the mirror.
+    if repo is not None and upstream_sources._git(repo, "rev-parse", "--verify", "-q", ref).returncode == 0:
+        return upstream_sources.mirror_source_at(repo, ref, path)
+    try:
+        return upstream_sources.source_at(ref, path)
+    except (upstream_sources.Unavailable, upstream_sources.UnknownVersion) as e:
+        raise Skip(f"{path} at {ref} unavailable: {e}") from e
+
+
+def _has(ref: str, path: str, contains: str | None) -> bool:
+    text = _source(ref, path)
+    return text is not None and (contains is None or contains in text)
+
+
+def _first_release(spec) -> str | None:
+    for ref in spec["refs"]:
+        if _has(ref, spec["path"], spec.get("contains")):
+            return ref.removeprefix("core_v")
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _inspector() -> dict:
+    p = subprocess.run([sys.executable, str(INSPECTOR), "--json"], capture_output=True, text=True, timeout=600)
+    return json.loads(p.stdout)
+
+
+def _stdlib(spec):
+    kind = spec["kind"]
+    if kind == "layout":
+        return _path(_checker(spec["args"])[1], spec["path"])
+    if kind == "layout_count_distinct":
+        rules = {v["rule"] for v in _checker(spec["args"])[1]["violations"]}
+        return len(rules - set(spec.get("exclude", [])))
+    if kind == "layout_first_valid":
+        return _first_valid(spec)
+    if kind == "layout_group":
+        return _group(spec)
+    if kind == "bubble":
+        return (spec["pp"] - 1) / (spec["vpp"] * spec["m"])
+    if kind == "mod":
+        return spec["a"] % spec["b"]
+    if kind == "upstream_source":
+        return _has(spec["ref"], spec["path"], spec.get("contains"))
+    if kind == "first_release":
+        return _first_release(spec)
+    if kind == "all_releases_contain":
+        return all(_has(ref, spec["path"], spec["contains"]) for ref in spec["refs"])
+    if kind == "inspector":
+        return _path(_inspector(), spec["path"])
+    raise KeyError(kind)
+
+
+def probe(specs: list[dict]) -> list:
+    """Run every megatron-dependent spec in one child; returns values (or raises on probe errors)."""
+    if not specs:
+        return []
+    p = subprocess.run([sys.executable, str(PROBE)], input=json.dumps(specs), capture_output=True,
+                       text=True, timeout=900)
+    if p.returncode != 0:
+        raise AssertionError(f"evals_probe failed: {p.stderr[-2000:]}")
+    return json.loads(p.stdout)
+
+
+def recompute_all(specs: list[dict]) -> list:
+    """Values for every spec, in order: a value, or a Skip / Exception instance."""
+    out: list = [None] * len(specs)
+    torch_idx = [i for i, s in enumerate(specs) if s["kind"] in PROBE_KINDS]
+    for i, res in zip(torch_idx, probe([specs[i] for i in torch_idx])):
+        out[i] = res["value"] if "value" in res else AssertionError(res["error"])
+    for i, s in enumerate(specs):
+        if s["kind"] in PROBE_KINDS:
+            continue
+        try:
+            out[i] = _stdlib(s)
+        except Skip as e:
+            out[i] = e
+    return out
+
+
+def _runner():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("run_evals", REPO / "evals" / "run_evals.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# The grader's own normalisation, so a recomputed value is compared exactly as an answer would be.
+norm_text = _runner().norm_text
+
+
+def compare(item: dict, value) -> tuple[bool, str]:
+    """(holds, explanation) for a check (``kind``) or a fact (``expect``) against a recomputed value."""
+    if "expect" in item:
+        exp = item["expect"]
+        if isinstance(exp, dict) and "matches" in exp:
+            return bool(re.search(exp["matches"], str(value))), f"{value!r} ~ /{exp['matches']}/"
+        if isinstance(exp, dict) and "contains" in exp:
+            return exp["contains"] in value, f"{exp['contains']!r} in {value!r}"
+        return value == exp, f"{value!r} == {exp!r}"
+    kind = item["kind"]
+    if kind == "answer_number":
+        ok = value is not None and abs(float(value) - float(item["expected"])) <= item.get("tolerance", 0)
+        return ok, f"{value!r} vs {item['expected']!r}"
+    if kind == "answer_text":
+        return norm_text(value) == norm_text(item["expected"]), f"{value!r} vs {item['expected']!r}"
+    if kind == "answer_list":
+        got, exp = list(value), list(item["expected"])
+        if not item.get("ordered", True):
+            got, exp = sorted(map(str, got)), sorted(map(str, exp))
+        return got == exp, f"{value!r} vs {item['expected']!r}"
+    if kind == "regex":
+        return bool(re.search(item["pattern"], str(value))), f"{value!r} ~ /{item['pattern']}/"
+    raise KeyError(kind)

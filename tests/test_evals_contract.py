@@ -1,0 +1,293 @@
+"""evals/evals.json stays valid, its checks stay well-formed, and the facts it states still hold.
+
+- schema: skill-creator fields (skill_name, evals with id, prompt, expected_output, files,
+  expectations) plus this project's route, answer_keys, checks, facts, verified_by;
+- coverage: >= 60 evals, >= 6 negative controls, every route used;
+- every check and fact that can be recomputed cheaply is recomputed (layout numbers with
+  scripts/check_parallel_layout.py --json, release facts from Megatron-LM's tags, config defaults,
+  signatures and messages from the installed megatron-core in one child process), so a wrong eval fails;
+- the grader: hand-made answers (right, wrong, confidently wrong, routed) are graded and reported
+  with the expected numbers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import evals_recompute as R
+
+REPO = Path(__file__).resolve().parent.parent
+EVALS = REPO / "evals" / "evals.json"
+SKILL = REPO / "SKILL.md"
+
+
+def _load_runner():
+    spec = importlib.util.spec_from_file_location("run_evals", REPO / "evals" / "run_evals.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+run_evals = _load_runner()
+DOC = json.loads(EVALS.read_text())
+EV = DOC["evals"]
+
+
+def test_schema_has_no_problems():
+    assert run_evals.problems(DOC) == []
+
+
+def test_schema_checker_catches_broken_evals():
+    bad = json.loads(json.dumps(DOC))
+    e0, e1 = bad["evals"][0], bad["evals"][1]
+    e1["id"] = e0["id"]                                   # duplicate id
+    e0["files"] = ["evals/files/missing.log"]             # missing file
+    e0["checks"][0]["expectation"] = 99                   # dangling expectation index
+    bad["evals"][2]["checks"].append({"kind": "regex", "pattern": "(", "must": True, "expectation": 0})
+    del bad["evals"][3]["expectations"]
+    found = "\n".join(run_evals.problems(bad))
+    for needle in ("unique integer", "missing.log does not exist", "expectation must index", "bad pattern", "missing ['expectations']"):
+        assert needle in found, needle
+
+
+def test_coverage():
+    assert DOC["skill_name"] == "core-models-and-parallelism"
+    assert len(EV) >= 60
+    assert sum(e["negative_control"] for e in EV) >= 6
+    assert {e["route"] for e in EV} == set(DOC["routes"])
+    # every positive route is exercised by at least two evals
+    for route in set(DOC["routes"]) - run_evals.NEGATIVE_ROUTES:
+        assert sum(e["route"] == route for e in EV) >= 2, route
+
+
+def test_skill_name_matches_skill_md():
+    front = SKILL.read_text().split("---")[1]
+    assert re.search(rf"^name:\s*{re.escape(DOC['skill_name'])}\s*$", front, re.M)
+
+
+def test_sibling_routes_named_in_negative_controls_exist_in_skill_md():
+    text = SKILL.read_text()
+    for e in EV:
+        for c in e["checks"]:
+            if e["negative_control"] and c.get("applies_to") == "with_skill":
+                name = c["pattern"]
+                assert re.fullmatch(r"[a-z-]+", name) and name in text, (e["name"], name)
+
+
+def test_every_eval_records_how_it_was_verified():
+    for e in EV:
+        assert all(isinstance(v, str) and len(v) > 20 for v in e["verified_by"]), e["name"]
+        # real threads are cited by URL
+        for f in e["files"]:
+            if f.endswith(".log"):
+                assert re.search(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+", (REPO / f).read_text()), f
+
+
+def test_input_files_are_used():
+    used = {f for e in EV for f in e["files"]}
+    present = {f"evals/files/{p.name}" for p in (REPO / "evals" / "files").iterdir()}
+    assert present == used
+
+
+def test_deterministic_checks_are_a_large_share():
+    n_det = sum(len({c["expectation"] for c in e["checks"] if c.get("applies_to", "both") == "both"}) for e in EV)
+    n_all = sum(len(e["expectations"]) for e in EV)
+    assert n_det / n_all > 0.4, (n_det, n_all)
+
+
+def _items(kinds: set[str]):
+    out = []
+    for e in EV:
+        for c in e["checks"]:
+            if "recompute" in c and c["recompute"]["kind"] in kinds:
+                out.append((e["name"], c, c["recompute"]))
+        for f in e["facts"]:
+            if f["recompute"]["kind"] in kinds:
+                out.append((e["name"], f, f["recompute"]))
+    return out
+
+
+def _recheck(items) -> tuple[list[str], list[str]]:
+    """(wrong, skipped): the items whose recomputed value contradicts the eval, and those not checkable here."""
+    values = R.recompute_all([s for _, _, s in items])
+    wrong, skipped = [], []
+    for (name, item, spec), value in zip(items, values):
+        if isinstance(value, R.Skip):
+            skipped.append(f"{name}: {value}")
+            continue
+        if isinstance(value, Exception):
+            wrong.append(f"{name}: {spec['kind']} failed: {value}")
+            continue
+        ok, why = R.compare(item, value)
+        if not ok:
+            wrong.append(f"{name}: {why}")
+    return wrong, skipped
+
+
+def _assert_recomputed(items):
+    wrong, skipped = _recheck(items)
+    assert not wrong, "\n".join(wrong)
+    return skipped
+
+
+def test_layout_and_arithmetic_facts_recompute():
+    items = _items({"layout", "layout_count_distinct", "layout_first_valid", "layout_group", "bubble", "mod"})
+    assert len(items) >= 40
+    _assert_recomputed(items)
+
+
+def test_release_facts_recompute():
+    items = _items(R.RELEASE_KINDS)
+    assert len(items) >= 10
+    skipped = _assert_recomputed(items)
+    if len(skipped) == len(items):
+        pytest.skip("no Megatron-LM mirror or wheels for the release facts: " + skipped[0])
+
+
+@pytest.mark.slow
+def test_installed_megatron_facts_recompute():
+    items = _items(R.PROBE_KINDS | {"inspector"})
+    assert len(items) >= 40
+    _assert_recomputed(items)
+
+
+def test_a_wrong_eval_fails_recompute():
+    """The recompute machinery is not vacuous: corrupting expected values makes it report them."""
+    items = [(n, dict(c, expected=c["expected"] + 1), s) for n, c, s in _items({"layout"}) if c.get("kind") == "answer_number"][:3]
+    items += [(n, dict(c, expected=c["expected"][::-1] + [0]), s) for n, c, s in _items({"layout_group"})][:1]
+    wrong, _ = _recheck(items)
+    assert len(items) == 4 and len(wrong) == len(items), wrong
+
+
+# ------------------------------------------------------------------------------------ grader
+
+def _write_answer(run: Path, label: str, answer: str, confidence: str, files=(), commands=()):
+    (run / "answers" / f"{label}.json").write_text(json.dumps({
+        "schema_version": 1, "label": label, "answer": answer, "confidence": confidence,
+        "files_read": [{"path": p, "bytes": b} for p, b in files],
+        "commands": [{"command": c, "exit_code": 0} for c in commands]}))
+
+
+def _by(key: dict, eval_id: int, cond: str) -> str:
+    return next(l for l, m in key["labels"].items() if m["eval_id"] == eval_id and m["condition"] == cond)
+
+
+def _runner(*args):
+    return subprocess.run([sys.executable, str(REPO / "evals" / "run_evals.py"), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_grader_on_hand_made_answers(tmp_path):
+    layout = next(e for e in EV if e["name"] == "layout-7b-64gpu")
+    neg = next(e for e in EV if e["name"] == "neg-slurm-launch")
+    run = tmp_path / "run"
+    p = _runner("prepare", "--out", str(run), "--only", f"{layout['id']},{neg['id']}")
+    assert p.returncode == 0, p.stderr
+    key = json.loads((run / "key.json").read_text())
+    assert len(list((run / "tasks").iterdir())) == 4
+    task = (run / "tasks" / f"{_by(key, layout['id'], 'with_skill')}.md").read_text()
+    assert "SKILL.md" in task and "data_parallel_size: <integer>" in task
+    assert "Do not read" in (run / "tasks" / f"{_by(key, layout['id'], 'without_skill')}.md").read_text()
+    bundle = key["bundle"]
+
+    right = _by(key, layout["id"], "with_skill")
+    _write_answer(run, right, "DP = 64/(8*2) = 4 ...\n```answer\ndata_parallel_size: 4\nnum_microbatches: 64\n"
+                  "padded_vocab_size: 32,768\nlayers_per_stage: 16\n```\n", "high",
+                  files=[(f"{bundle}/SKILL.md", 5000), (f"{bundle}/references/parallelism-reference.md", 3000)],
+                  commands=[f"python {bundle}/scripts/check_parallel_layout.py --world-size 64 --json"])
+    wrong = _by(key, layout["id"], "without_skill")
+    _write_answer(run, wrong, "DP is 8.\n```answer\ndata_parallel_size: 8\nnum_microbatches: 32\n"
+                  "padded_vocab_size: 32000\nlayers_per_stage: 16\n```\n", "high",
+                  files=[("/usr/lib/python3/site-packages/megatron/core/parallel_state.py", 120000)])
+    routed = _by(key, neg["id"], "with_skill")
+    _write_answer(run, routed, "Launch scripts belong to the training-cli-and-data skill, which is not installed here.", "medium",
+                  files=[(f"{bundle}/SKILL.md", 5811)])
+    unrouted = _by(key, neg["id"], "without_skill")
+    _write_answer(run, unrouted, "#!/bin/bash\n#SBATCH --nodes 4\n...", "low", files=[(f"{bundle}/SKILL.md", 5811)])
+
+    p = _runner("grade", "--run", str(run))
+    assert p.returncode == 0, p.stderr
+    det = json.loads((run / "deterministic.json").read_text())["graded"]
+    assert all(r["passed"] for r in det[right]["checks"])
+    assert [r["passed"] for r in det[wrong]["checks"]] == [False, False, False, True]
+    assert det[wrong]["rubric_expectations"] == []                    # all four expectations decided by checks
+    assert not (run / "rubric" / f"{wrong}.md").exists()
+    assert [r["passed"] for r in det[routed]["checks"] if r["skill_specific"]] == [True]
+    assert not any(r["skill_specific"] for r in det[unrouted]["checks"])
+    assert det[unrouted]["contamination"]                             # read the bundle without the skill
+    worklist = (run / "rubric" / f"{routed}.md").read_text()
+    for leak in ("with_skill", "without_skill", "[with skill]", bundle, "confidence", "files_read"):
+        assert leak not in worklist, leak
+
+    for label, verdicts, cw in ((routed, [True, True], False), (unrouted, [False, False], False)):
+        exps = json.loads((run / "rubric" / "worklist.json").read_text())["items"]
+        texts = next(i["expectations"] for i in exps if i["label"] == label)
+        (run / "rubric" / f"{label}.grading.json").write_text(json.dumps({
+            "schema_version": 1, "label": label, "confidently_wrong": cw, "false_statements": [],
+            "expectations": [{"text": t, "passed": v, "evidence": ""} for t, v in zip(texts, verdicts)]}))
+
+    p = _runner("report", "--run", str(run))
+    assert p.returncode == 0, p.stderr
+    s = json.loads((run / "report.json").read_text())["summary"]
+    w, wo = s["with_skill"], s["without_skill"]
+    assert (w["eval_pass_rate"], wo["eval_pass_rate"]) == (100.0, 0.0)
+    assert w["expectation_pass_rate"] == 100.0
+    assert wo["expectation_pass_rate"] == round(100 * 1 / 5, 1)       # 1 of 4 layout + 0 of 1 negative (routing is with-skill only)
+    assert (w["confident_wrong"], wo["confident_wrong"]) == (0, 1)
+    assert w["bundle_bytes_median"] == (8000 + 5811) / 2 and w["bundle_bytes_worst"] == 8000
+    assert w["script_derived_answers"] == 1 and wo["script_derived_answers"] == 0
+    assert wo["contaminated_answers"] == 1
+    assert s["with_minus_without_points"] == 100.0
+    assert w["by_route"] == {"layout": 100.0, "sibling-training-cli": 100.0}
+    assert "| eval_pass_rate | 100.0 | 0.0 |" in (run / "report.md").read_text()
+
+
+def test_answer_block_parsing():
+    text = "blah\n```answer\nold: 1\n```\nmore\n```answer\nData_Parallel_Size: 4 GPUs\nlist: [4, 5]\n```"
+    keys = run_evals.parse_answer_block(text)
+    assert keys == {"data_parallel_size": "4 GPUs", "list": "[4, 5]"}
+    assert run_evals.apply_check({"kind": "answer_number", "key": "data_parallel_size", "expected": 4}, text, keys)[0]
+    assert run_evals.apply_check({"kind": "answer_list", "key": "list", "expected": [4, 5]}, text, keys)[0]
+    assert not run_evals.apply_check({"kind": "answer_list", "key": "list", "expected": [5, 4]}, text, keys)[0]
+    assert run_evals.apply_check({"kind": "answer_list", "key": "list", "expected": [5, 4], "ordered": False}, text, keys)[0]
+    assert not run_evals.apply_check({"kind": "answer_text", "key": "missing", "expected": "no"}, text, keys)[0]
+    assert run_evals.apply_check({"kind": "regex", "pattern": "Megatron", "must": False}, text, keys)[0]
+    formula = "```answer\nbubble: 7/32 = 0.21875\nfirst: v0.18\nok: True\n```"
+    fk = run_evals.parse_answer_block(formula)
+    assert run_evals.apply_check({"kind": "answer_number", "key": "bubble", "expected": 0.21875, "tolerance": 0.001}, formula, fk)[0]
+    assert run_evals.apply_check({"kind": "answer_text", "key": "first", "expected": "0.18.0"}, formula, fk)[0]
+    assert run_evals.apply_check({"kind": "answer_text", "key": "ok", "expected": "yes"}, formula, fk)[0]
+    assert not run_evals.apply_check({"kind": "answer_text", "key": "first", "expected": "0.19.0"}, formula, fk)[0]
+
+
+def test_runner_bad_arguments_exit_2():
+    p = _runner("prepare")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    p = _runner("report", "--run", "/nonexistent/run")
+    assert p.returncode == 1 and "missing" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_readme_counts_match_evals():
+    """evals/README.md states the set's size; recount it so the page cannot go stale."""
+    text = (REPO / "evals" / "README.md").read_text()
+    n_neg = sum(e["negative_control"] for e in EV)
+    assert f"{len(EV)} evals; {n_neg} are negative controls" in text
+    det = sum(len({c["expectation"] for c in e["checks"] if c.get("applies_to", "both") == "both"}) for e in EV)
+    total = sum(len(e["expectations"]) for e in EV)
+    only = sum(len({c["expectation"] for c in e["checks"] if c.get("applies_to", "both") == "both"}) == len(e["expectations"]) for e in EV)
+    assert f"Of {total} expectations, {det} are decided by deterministic checks and {total - det} by the rubric grader; {only} evals" in " ".join(text.split())
+    n_recomputed = sum("recompute" in c for e in EV for c in e["checks"]) + sum(len(e["facts"]) for e in EV)
+    assert f"{n_recomputed} of these values are recomputed" in " ".join(text.split())
+    rows = dict(re.findall(r"^\| `([a-z-]+)` \| (\d+) \|", text, re.M))
+    for route, count in rows.items():
+        assert sum(e["route"] == route for e in EV) == int(count), route
+    negatives = re.search(r"^\| `sibling-\*`, `out-of-scope` \| (\d+) \|", text, re.M)
+    assert negatives and int(negatives.group(1)) == n_neg
+    assert set(rows) | run_evals.NEGATIVE_ROUTES == set(DOC["routes"])
