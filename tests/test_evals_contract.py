@@ -151,6 +151,46 @@ def test_release_facts_recompute():
         pytest.skip("no Megatron-LM mirror or wheels for the release facts: " + skipped[0])
 
 
+def _provider_files() -> dict[str, str]:
+    """provider-review input files that define a model_provider (what get_model calls), by path."""
+    out = {}
+    for e in EV:
+        if e["route"] == "provider-review":
+            for f in e["files"]:
+                text = (REPO / f).read_text()
+                if re.search(r"^def model_provider\(", text, re.M):
+                    out[f] = text
+    return out
+
+
+def test_provider_signatures_recompute():
+    """Every model_provider in a provider-review eval is checked against the keywords get_model passes."""
+    items = _items(R.PROVIDER_KINDS)
+    checked = {s["file"] for _, _, s in items if s["kind"] == "provider_unaccepted"}
+    assert set(_provider_files()) <= checked and "evals/files/provider_ok.py" in checked, checked
+    skipped = _assert_recomputed(items)
+    if skipped:
+        pytest.skip("megatron-core is not installed, so get_model's provider keywords cannot be read: " + skipped[0])
+
+
+def test_provider_signature_check_catches_a_missing_keyword(tmp_path):
+    """provider_ok.py with the pre-0.19 signature (no config, no pg_collection) fails eval 56's fact."""
+    clean = next(e for e in EV if e["id"] == 56)
+    fact = next(f for f in clean["facts"] if f["recompute"]["kind"] == "provider_unaccepted")
+    text = (REPO / fact["recompute"]["file"]).read_text()
+    old, n = re.subn(r"def model_provider\([^)]*\)", "def model_provider(pre_process=True, post_process=True, vp_stage=None)", text)
+    assert n == 1
+    variants = {"old.py": (old, ["config", "pg_collection"]),
+                "kwargs.py": (old.replace("vp_stage=None)", "vp_stage=None, **kwargs)"), [])}
+    for name, (source, missing) in variants.items():
+        (tmp_path / name).write_text(source)
+        value = R.recompute_all([dict(fact["recompute"], file=str(tmp_path / name))])[0]
+        if isinstance(value, R.Skip):
+            pytest.skip(str(value))
+        assert value == missing, (name, value)
+        assert R.compare(fact, value)[0] == (missing == []), name
+
+
 @pytest.mark.slow
 def test_installed_megatron_facts_recompute():
     items = _items(R.PROBE_KINDS | {"inspector"})
