@@ -192,6 +192,36 @@ def test_provider_signature_check_catches_a_missing_keyword(tmp_path):
 
 
 @pytest.mark.slow
+def test_providers_through_megatron_get_model(tmp_path):
+    """Each provider-review model_provider, called by megatron.training's get_model (1-rank gloo, CPU):
+    the one eval 56 calls clean builds; the others fail with an error their eval names; the pre-0.19
+    signature (no config, no pg_collection) fails with the TypeError eval 53 quotes."""
+    import procutil
+
+    files = _provider_files()
+    old = re.sub(r"def model_provider\([^)]*\)", "def model_provider(pre_process=True, post_process=True, vp_stage=None)",
+                 (REPO / "evals/files/provider_ok.py").read_text())
+    (tmp_path / "old_signature.py").write_text(old)
+    paths = [str(REPO / f) for f in files] + [str(tmp_path / "old_signature.py")]
+    p = subprocess.run([sys.executable, str(REPO / "tests" / "get_model_probe.py"), str(procutil.free_port()), *paths],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    clean = {f for e in EV if e["id"] == 56 for f in e["files"]}
+    assert clean and clean <= set(files)
+    for f in files:
+        result = got[str(REPO / f)]
+        if f in clean:
+            # PP=1 here: the one stage is first and last; untied embeddings (the args set untie)
+            assert result == {"built": "GPTModel", "pre_process": True, "post_process": True,
+                              "shares_embeddings": False}, (f, result)
+        else:
+            named = [e["expected_output"] for e in EV if f in e["files"]]
+            assert "error" in result and any(result["error"] in text for text in named), (f, result)
+    assert got[paths[-1]] == {"error": "TypeError: model_provider() got an unexpected keyword argument 'config'"}
+
+
+@pytest.mark.slow
 def test_installed_megatron_facts_recompute():
     items = _items(R.PROBE_KINDS | {"inspector"})
     assert len(items) >= 40
