@@ -10,6 +10,9 @@ A recompute spec (an eval check's ``recompute`` or a fact's ``recompute``) names
   ``upstream_source``, ``first_release``, ``all_releases_contain``;
 - arithmetic kinds: ``bubble`` ((p-1)/(v*m), Narayanan et al. 2021), ``mod``;
 - ``inspector`` runs scripts/inspect_core_api.py --json;
+- provider kinds parse files with ast (tests/provider_calls.py): ``get_model_provider_kwargs`` (the
+  keywords the installed megatron/training/training.py get_model passes to the provider),
+  ``provider_unaccepted`` (those of them a provider file's ``function`` cannot accept);
 - every other kind needs megatron-core and runs in one child process (tests/evals_probe.py).
 
 ``compare(check_or_fact, value)`` says whether a recomputed value supports what the eval states.
@@ -24,6 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import provider_calls
 import upstream_sources
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,7 +35,9 @@ CHECKER = REPO / "scripts" / "check_parallel_layout.py"
 INSPECTOR = REPO / "scripts" / "inspect_core_api.py"
 PROBE = Path(__file__).resolve().parent / "evals_probe.py"
 STDLIB_KINDS = {"layout", "layout_count_distinct", "layout_first_valid", "layout_group", "bubble", "mod",
-                "upstream_source", "first_release", "all_releases_contain", "inspector"}
+                "upstream_source", "first_release", "all_releases_contain", "inspector",
+                "get_model_provider_kwargs", "provider_unaccepted"}
+PROVIDER_KINDS = {"get_model_provider_kwargs", "provider_unaccepted"}
 RELEASE_KINDS = {"upstream_source", "first_release", "all_releases_contain"}
 PROBE_KINDS = {"config", "config_ok", "config_ok_negated", "config_error", "config_max_valid", "field_default",
                "config_fields", "signature", "import_ok", "call_error", "spec_mlp", "installed_source"}
@@ -110,6 +116,20 @@ def _inspector() -> dict:
     return json.loads(p.stdout)
 
 
+def _get_model_keywords() -> list[str]:
+    training = provider_calls.installed()
+    if training is None:
+        raise Skip(f"{provider_calls.TRAINING} is not installed: cannot read which keywords get_model passes")
+    return provider_calls.call_keywords(training.read_text())
+
+
+def _provider(spec):
+    if spec["kind"] == "get_model_provider_kwargs":
+        return _get_model_keywords()
+    source = (REPO / spec["file"]).read_text()
+    return provider_calls.unaccepted(source, _get_model_keywords(), spec.get("function", "model_provider"))
+
+
 def _stdlib(spec):
     kind = spec["kind"]
     if kind == "layout":
@@ -133,6 +153,8 @@ def _stdlib(spec):
         return all(_has(ref, spec["path"], spec["contains"]) for ref in spec["refs"])
     if kind == "inspector":
         return _path(_inspector(), spec["path"])
+    if kind in PROVIDER_KINDS:
+        return _provider(spec)
     raise KeyError(kind)
 
 

@@ -151,6 +151,76 @@ def test_release_facts_recompute():
         pytest.skip("no Megatron-LM mirror or wheels for the release facts: " + skipped[0])
 
 
+def _provider_files() -> dict[str, str]:
+    """provider-review input files that define a model_provider (what get_model calls), by path."""
+    out = {}
+    for e in EV:
+        if e["route"] == "provider-review":
+            for f in e["files"]:
+                text = (REPO / f).read_text()
+                if re.search(r"^def model_provider\(", text, re.M):
+                    out[f] = text
+    return out
+
+
+def test_provider_signatures_recompute():
+    """Every model_provider in a provider-review eval is checked against the keywords get_model passes."""
+    items = _items(R.PROVIDER_KINDS)
+    checked = {s["file"] for _, _, s in items if s["kind"] == "provider_unaccepted"}
+    assert set(_provider_files()) <= checked and "evals/files/provider_ok.py" in checked, checked
+    skipped = _assert_recomputed(items)
+    if skipped:
+        pytest.skip("megatron-core is not installed, so get_model's provider keywords cannot be read: " + skipped[0])
+
+
+def test_provider_signature_check_catches_a_missing_keyword(tmp_path):
+    """provider_ok.py with the pre-0.19 signature (no config, no pg_collection) fails eval 56's fact."""
+    clean = next(e for e in EV if e["id"] == 56)
+    fact = next(f for f in clean["facts"] if f["recompute"]["kind"] == "provider_unaccepted")
+    text = (REPO / fact["recompute"]["file"]).read_text()
+    old, n = re.subn(r"def model_provider\([^)]*\)", "def model_provider(pre_process=True, post_process=True, vp_stage=None)", text)
+    assert n == 1
+    variants = {"old.py": (old, ["config", "pg_collection"]),
+                "kwargs.py": (old.replace("vp_stage=None)", "vp_stage=None, **kwargs)"), [])}
+    for name, (source, missing) in variants.items():
+        (tmp_path / name).write_text(source)
+        value = R.recompute_all([dict(fact["recompute"], file=str(tmp_path / name))])[0]
+        if isinstance(value, R.Skip):
+            pytest.skip(str(value))
+        assert value == missing, (name, value)
+        assert R.compare(fact, value)[0] == (missing == []), name
+
+
+@pytest.mark.slow
+def test_providers_through_megatron_get_model(tmp_path):
+    """Each provider-review model_provider, called by megatron.training's get_model (1-rank gloo, CPU):
+    the one eval 56 calls clean builds; the others fail with an error their eval names; the pre-0.19
+    signature (no config, no pg_collection) fails with the TypeError eval 53 quotes."""
+    import procutil
+
+    files = _provider_files()
+    old = re.sub(r"def model_provider\([^)]*\)", "def model_provider(pre_process=True, post_process=True, vp_stage=None)",
+                 (REPO / "evals/files/provider_ok.py").read_text())
+    (tmp_path / "old_signature.py").write_text(old)
+    paths = [str(REPO / f) for f in files] + [str(tmp_path / "old_signature.py")]
+    p = subprocess.run([sys.executable, str(REPO / "tests" / "get_model_probe.py"), str(procutil.free_port()), *paths],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    clean = {f for e in EV if e["id"] == 56 for f in e["files"]}
+    assert clean and clean <= set(files)
+    for f in files:
+        result = got[str(REPO / f)]
+        if f in clean:
+            # PP=1 here: the one stage is first and last; untied embeddings (the args set untie)
+            assert result == {"built": "GPTModel", "pre_process": True, "post_process": True,
+                              "shares_embeddings": False}, (f, result)
+        else:
+            named = [e["expected_output"] for e in EV if f in e["files"]]
+            assert "error" in result and any(result["error"] in text for text in named), (f, result)
+    assert got[paths[-1]] == {"error": "TypeError: model_provider() got an unexpected keyword argument 'config'"}
+
+
 @pytest.mark.slow
 def test_installed_megatron_facts_recompute():
     items = _items(R.PROBE_KINDS | {"inspector"})

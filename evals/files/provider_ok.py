@@ -5,9 +5,12 @@ from megatron.training import get_args
 from megatron.training.arguments import core_transformer_config_from_args
 
 
-def model_provider(pre_process=True, post_process=True, vp_stage=None):
+# get_model (megatron/training/training.py, 0.19.2) calls the provider with pre_process,
+# post_process, vp_stage (with virtual pipeline stages), config and pg_collection as keywords.
+def model_provider(pre_process=True, post_process=True, vp_stage=None, config=None, pg_collection=None):
     args = get_args()
-    config = core_transformer_config_from_args(args)
+    if config is None:  # get_model passes the config it was given, else None
+        config = core_transformer_config_from_args(args)
     return GPTModel(
         config=config,
         transformer_layer_spec=get_gpt_layer_local_spec(),
@@ -18,4 +21,5 @@ def model_provider(pre_process=True, post_process=True, vp_stage=None):
         share_embeddings_and_output_weights=not args.untie_embeddings_and_output_weights,
         position_embedding_type=args.position_embedding_type,
         vp_stage=vp_stage,
+        pg_collection=pg_collection,
     )
