@@ -57,6 +57,12 @@ ALLOWED = {
     ("tests/test_inspect_unit.py", "~/venv"): "the redaction code's expected output",
     ("tests/test_api_facts.py", "/tmp/v0161/bin/python"):
         "an example value of $API_FACTS_PYTHON in the module docstring",
+    ("tests/test_evals_contract.py", "/usr/lib/python3/site-packages/megatron/core/parallel_state.py"):
+        "a file a hand-made benchmark answer claims to have read (grader test data), not read",
+    ("tests/test_explain_error.py", "/usr/lib/python3/site-packages/megatron/core/transformer/moe/moe_utils.py:12:"):
+        "a warning line of a pasted log (triage test input), not read",
+    ("tests/triage_logs.py", "/usr/local/lib/python3.12/site-packages"):
+        "the site-packages prefix of frames in generated tracebacks (triage test input), not read",
     ("bench/gpu_report.sh", "/tmp/site"):
         "the GPU bench installs the wheel there on the device machine; no test runs it",
 }
@@ -64,7 +70,7 @@ ALLOWED = {
 PROGRAM = re.compile(r"^/usr(/local)?/bin/(env|python3(\.\d+)?)$")
 # Absolute paths that name a machine's files (not URLs, not API paths such as /v1/...).
 ABSOLUTE = re.compile(r"(?<![\w.:/%$-])(~/[\w.+*\[\]-]+(?:/[\w.+*\[\]-]+)*"
-                      r"|/(?:work|home|tmp|root|usr|opt|mnt|data|shared|scratch|var|etc)"
+                      r"|/(?:work|home|tmp|root|usr|opt|mnt|data|shared|scratch|var|etc)(?![\w.+-])"
                       r"(?:/[\w.+*\[\]:-]+)*)")
 # In Markdown only this development machine's tree is suspect: the references quote real
 # messages that name /usr/local/... and the README names install targets (~/.claude/...).
