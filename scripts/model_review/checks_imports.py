@@ -1,0 +1,95 @@
+"""Imports that do not resolve in the chosen release, and names that are only a MagicMock
+placeholder where Transformer Engine is not installed."""
+
+from __future__ import annotations
+
+# Names whose objects are Transformer Engine classes, or specs made of them.  Without TE,
+# megatron/core/extensions/transformer_engine.py binds ``te`` to ``unittest.mock.MagicMock()``
+# so these import fine and fail only when a module is built (tests/test_review_rules.py
+# builds each one without TE).
+TE_MODULES = ("megatron.core.extensions.transformer_engine",)
+TE_OBJECTS = {
+    "megatron.core.models.gpt.gpt_layer_specs:get_gpt_layer_with_transformer_engine_spec":
+        "builds TE layers (TELayerNormColumnParallelLinear, TEDotProductAttention, ...)",
+    "megatron.core.models.hybrid.hybrid_layer_specs:hybrid_stack_spec":
+        "is made of TE classes",
+    "megatron.core.models.mamba.mamba_layer_specs:mamba_stack_spec":
+        "is made of TE classes",
+}
+# Spec functions that pick TE classes when a keyword says so.
+TE_WHEN = {
+    "megatron.core.models.gpt.gpt_layer_specs:get_gpt_decoder_block_spec":
+        ("use_transformer_engine", True),
+}
+LOCAL_FIX = ("use the local spec (get_gpt_layer_local_spec) on machines without Transformer "
+             "Engine, or install Transformer Engine")
+
+
+def unresolved_imports(ctx):
+    view = ctx.view
+    for imp in ctx.source.imports:
+        if not imp.module.startswith("megatron.") or not view.covers(imp.module):
+            continue
+        if imp.name is None:
+            if view.has_module(imp.module) or _is_package_of_known(view, imp.module):
+                continue
+            yield ctx.finding(imp.line, f"module {imp.module} does not exist in {ctx.version}",
+                              _where(view, imp.module.rpartition(".")[2]))
+            continue
+        if not view.has_module(imp.module):
+            yield ctx.finding(
+                imp.line, f"module {imp.module} does not exist in {ctx.version}",
+                _where(view, imp.name, imp))
+            continue
+        if view.resolve(imp.origin) is None:
+            exports = sorted(view.names(imp.module))
+            yield ctx.finding(
+                imp.line,
+                f"{imp.module} has no name {imp.name!r} in {ctx.version} "
+                + (f"(it exports {len(exports)} names)" if exports else "(it exports nothing)"),
+                _where(view, imp.name, imp))
+
+
+def _is_package_of_known(view, module):
+    return any(m.startswith(module + ".") for m in view._modules)
+
+
+def _where(view, name, imp=None):
+    defs = view.find_definitions(name)
+    if not defs:
+        return f"{name} is not defined anywhere in this release"
+    module, _, obj = defs[0].partition(":")
+    alias = f" as {imp.local}" if imp is not None and imp.local != name else ""
+    return f"from {module} import {obj}{alias}"
+
+
+def te_placeholders(ctx):
+    if ctx.has_te:
+        return
+    seen = set()
+    for imp in ctx.source.imports:
+        target = imp.origin if imp.name else imp.module
+        hit = _te_reason(ctx, target)
+        if hit:
+            seen.add(imp.local)
+            yield ctx.finding(
+                imp.line,
+                f"Transformer Engine is not installed here, and {imp.origin.replace(':', '.')} "
+                f"{hit}: it imports (te is a MagicMock) but fails when the model is built",
+                LOCAL_FIX)
+    for call in ctx.source.calls:
+        obj_id = ctx.resolve_call(call)
+        cond = TE_WHEN.get(obj_id or "")
+        if cond and call.literal(cond[0]) == cond[1]:
+            yield ctx.finding(
+                call.line,
+                f"Transformer Engine is not installed here, and {call.text}({cond[0]}="
+                f"{cond[1]!r}) builds TE layers (a MagicMock placeholder without TE)",
+                f"{cond[0]}=False, or install Transformer Engine")
+
+
+def _te_reason(ctx, target):
+    if target.startswith(TE_MODULES):
+        return "is a Transformer Engine wrapper"
+    resolved = ctx.view.resolve(target) if ctx.view is not None else target
+    return TE_OBJECTS.get(resolved or target)

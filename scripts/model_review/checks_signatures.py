@@ -1,0 +1,137 @@
+"""Keywords of Megatron Core constructors and spec functions against the chosen release's
+real signatures (from the release index)."""
+
+from __future__ import annotations
+
+from . import releases, targets
+
+POSITIONAL = ("positional_only", "positional_or_keyword")
+
+
+def _params(ctx, obj_id):
+    """(params without self, accepts **kwargs) of obj_id in the chosen release, following
+    FORWARDS; None when the index has no signature."""
+    sig = ctx.view.signature(obj_id)
+    if sig is None:
+        return None
+    params = [p for p in sig["params"] if p["name"] not in ("self", "cls")]
+    var_kw = any(p["kind"] == "var_keyword" for p in params)
+    fwd = targets.FORWARDS.get(obj_id)
+    if var_kw and fwd:
+        more = ctx.view.signature(fwd)
+        if more:
+            names = {p["name"] for p in params}
+            params += [p for p in more["params"]
+                       if p["name"] not in names and p["name"] not in ("self", "cls")]
+            var_kw = any(p["kind"] == "var_keyword" for p in more["params"])
+    return params, var_kw
+
+
+def checked_calls(ctx):
+    """(call, obj_id, params, accepts_kwargs) for every call of a checked object."""
+    for call in ctx.source.calls:
+        obj_id = ctx.resolve_call(call)
+        if obj_id is None or not targets.is_checked(obj_id):
+            continue
+        got = _params(ctx, obj_id)
+        if got is not None:
+            yield call, obj_id, got[0], got[1]
+
+
+def _bad_keywords(ctx):
+    """(call, obj_id, keyword, valid names, releases that had it) for keywords the release
+    does not accept."""
+    for call, obj_id, params, var_kw in checked_calls(ctx):
+        if var_kw:
+            continue
+        valid = [p["name"] for p in params if p["kind"] not in ("var_positional", "var_keyword")]
+        for kw in call.kwargs:
+            if kw not in valid:
+                yield call, obj_id, kw, valid, releases.param_history(ctx.index, obj_id, kw)
+
+
+def unknown_keywords(ctx):
+    for call, obj_id, kw, valid, history in _bad_keywords(ctx):
+        if history:
+            continue  # another release has it: removed-keyword (or not yet added) reports it
+        near = releases.nearest(kw, valid)
+        yield ctx.finding(
+            call.kw_lines[kw],
+            f"{targets.short(obj_id)}() has no keyword {kw!r} in {ctx.version} "
+            f"({obj_id}); it raises TypeError: ... got an unexpected keyword argument '{kw}'",
+            f"{near}=..." if near else f"remove {kw}=",
+            versions=f"every indexed release ({', '.join(ctx.index.RELEASES)})")
+
+
+def removed_keywords(ctx):
+    for call, obj_id, kw, valid, history in _bad_keywords(ctx):
+        if not history:
+            continue
+        later = [v for v in ctx.index.RELEASES if releases.vkey(v) > releases.vkey(history[-1])]
+        if releases.vkey(ctx.version) > releases.vkey(history[-1]):
+            when = f"removed after {history[-1]} (absent from {later[0]})" if later else "removed"
+        else:
+            when = f"added in {history[0]}"
+        succ = releases.successor(ctx.index, obj_id, kw) or releases.nearest(kw, valid)
+        yield ctx.finding(
+            call.kw_lines[kw],
+            f"{targets.short(obj_id)}() keyword {kw!r} is not accepted by {ctx.version}: {when}; "
+            f"it raises TypeError (unexpected keyword argument)",
+            f"{succ}=..." if succ else f"remove {kw}=",
+            versions=f"has {kw}: {', '.join(history)}")
+
+
+def deprecated_keywords(ctx):
+    """A keyword the release accepts but warns about: the release's own warning or log
+    message names it next to 'deprecat' in the object's source file."""
+    by_file = {}
+    for m in ctx.view.messages():
+        if m.get("kind") in ("warn", "log") and "deprecat" in m.get("text", "").lower():
+            by_file.setdefault(m.get("file"), []).append(m)
+    for call, obj_id, params, _ in checked_calls(ctx):
+        sig = ctx.view.signature(obj_id) or {}
+        path = (sig.get("source") or "").rpartition(":")[0]
+        msgs = by_file.get(path, [])
+        names = {p["name"] for p in params}
+        for kw in call.kwargs:
+            if kw not in names:
+                continue
+            hit = next((m for m in msgs if kw in m["text"]), None)
+            if hit:
+                yield ctx.finding(
+                    call.kw_lines[kw],
+                    f"{targets.short(obj_id)}() keyword {kw!r} is deprecated in {ctx.version}: "
+                    f"{hit['file']}:{hit['line']} says \"{hit['text']}\"",
+                    "see the message for the replacement")
+
+
+def missing_required(ctx):
+    for call, obj_id, params, _ in checked_calls(ctx):
+        if call.has_star_args or call.has_star_kwargs:
+            continue
+        for i, p in enumerate(params):
+            if p["default"] is not None or p["kind"] in ("var_positional", "var_keyword"):
+                continue
+            if p["kind"] in POSITIONAL and i < call.n_positional:
+                continue
+            if p["name"] in call.kwargs:
+                continue
+            yield ctx.finding(
+                call.line,
+                f"{targets.short(obj_id)}() requires {p['name']!r} in {ctx.version} and the "
+                f"call does not pass it (TypeError: missing a required argument)",
+                f"{p['name']}=...")
+
+
+def too_many_positional(ctx):
+    for call, obj_id, params, _ in checked_calls(ctx):
+        if any(p["kind"] == "var_positional" for p in params):
+            continue
+        positional = [p for p in params if p["kind"] in POSITIONAL]
+        if call.n_positional > len(positional):
+            yield ctx.finding(
+                call.line,
+                f"{targets.short(obj_id)}() takes {len(positional)} positional arguments in "
+                f"{ctx.version}; the call passes {call.n_positional}",
+                "pass the extra arguments by keyword: "
+                + ", ".join(p["name"] for p in params if p["kind"] != "var_keyword"))

@@ -1,0 +1,150 @@
+"""The chosen Megatron Core release and what the release index says about it.
+
+The per-release facts (modules, names, signatures, messages) come from the release index
+(``scripts/release_index``, compiled from the released sources).  ``View`` wraps one loaded
+release with the lookups the rules need; the index object is passed in, so tests can hand
+in a small fake with the same interface.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+DEFAULT = "0.19.2"
+# Used only when the release index is not importable (its own resolve_version is preferred).
+FALLBACK_RELEASES = ("0.12.3", "0.13.1", "0.14.0", "0.15.3", "0.16.1", "0.17.1", "0.18.2",
+                     "0.19.2")
+MAX_IMPORT_HOPS = 10
+
+
+def load_index():
+    """The release_index package, or None when this checkout does not have it."""
+    try:
+        import release_index  # noqa: PLC0415 (optional sibling package)
+    except ImportError:
+        return None
+    return release_index
+
+
+def resolve(requested, index):
+    """(release, source) like release_index.resolve_version; ValueError on bad input."""
+    if index is not None:
+        return index.resolve_version(requested)
+    releases = FALLBACK_RELEASES
+    if requested is not None:
+        m = re.fullmatch(r"\s*v?(\d+)\.(\d+)(?:\.\d+)?\s*", requested)
+        line = m and f"{m.group(1)}.{m.group(2)}"
+        hits = [r for r in releases if line and r.rsplit(".", 1)[0] == line]
+        if not hits:
+            raise ValueError(f"unsupported --megatron-version {requested!r}: supported "
+                             f"{releases[0].rsplit('.', 1)[0]} to "
+                             f"{releases[-1].rsplit('.', 1)[0]} ({', '.join(releases)})")
+        return hits[0], "--megatron-version"
+    try:
+        from importlib import metadata
+        installed = metadata.version("megatron-core")
+    except Exception:  # noqa: BLE001 (any metadata failure means "not installed")
+        installed = None
+    if installed:
+        line = ".".join(installed.split(".")[:2])
+        hits = [r for r in releases if r.rsplit(".", 1)[0] == line]
+        if hits:
+            return hits[0], "installed megatron-core"
+    return DEFAULT, "default"
+
+
+def vkey(v):
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+class View:
+    """One release of the index, with the lookups the rules make."""
+
+    def __init__(self, index, version):
+        self.index = index
+        self.version = version
+        self.rel = index.load(version)
+        self._modules = set(self.rel.modules())
+        self._roots = {".".join(m.split(".")[:2]) for m in self._modules}
+
+    # -- names
+    def covers(self, module):
+        """Whether the index knows this package at all (megatron.training is absent from
+        the wheels of some releases: no verdict there)."""
+        return ".".join(module.split(".")[:2]) in self._roots
+
+    def has_module(self, module):
+        return module in self._modules
+
+    def names(self, module):
+        return self.rel.names(module) or {} if module in self._modules else {}
+
+    def resolve(self, obj_id):
+        """Follow re-exports: 'megatron.core.models.gpt:GPTModel' ->
+        'megatron.core.models.gpt.gpt_model:GPTModel'; None when it does not resolve."""
+        seen = 0
+        while obj_id and seen < MAX_IMPORT_HOPS:
+            module, _, name = obj_id.partition(":")
+            if not name:
+                return obj_id if module in self._modules else None
+            if f"{module}.{name}" in self._modules:
+                return f"{module}.{name}"  # a submodule
+            entry = self.names(module).get(name)
+            if entry is None:
+                return None
+            if entry.get("kind") != "import" or not entry.get("target"):
+                return obj_id
+            obj_id = entry["target"]
+            seen += 1
+        return None
+
+    def find_definitions(self, name):
+        """Every 'module:name' where the release defines (not imports) ``name``."""
+        out = []
+        for module in sorted(self._modules):
+            entry = self.names(module).get(name)
+            if entry and entry.get("kind") in ("class", "function", "variable"):
+                out.append(f"{module}:{name}")
+        return out
+
+    # -- signatures
+    def signature(self, obj_id):
+        return self.rel.signature(obj_id)
+
+    def messages(self):
+        return self.rel.messages() or []
+
+
+def nearest(name, candidates):
+    hits = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return hits[0] if hits else None
+
+
+def param_history(index, obj_id, param, releases=None):
+    """Releases (oldest first) whose signature of obj_id has ``param``."""
+    out = []
+    for version in releases or index.RELEASES:
+        try:
+            sig = index.load(version).signature(obj_id)
+        except Exception:  # noqa: BLE001 (a release the index cannot load has no verdict)
+            continue
+        if sig and any(p["name"] == param for p in sig["params"]):
+            out.append(version)
+    return out
+
+
+def successor(index, obj_id, param):
+    """The successor the index's change events record for a removed/renamed parameter."""
+    events = getattr(index, "events", None)
+    if events is None:
+        return None
+    for key in (f"{obj_id}.{param}", f"{obj_id}:{param}"):
+        try:
+            found = events(key) or []
+        except Exception:  # noqa: BLE001 (unknown name format: no successor)
+            continue
+        for ev in found:
+            if ev.get("change") in ("removed", "renamed", "moved") and ev.get("successor"):
+                return ev["successor"]
+    return None
