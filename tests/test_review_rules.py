@@ -1,0 +1,169 @@
+"""Each review rule has a failing and a passing fixture (tests/data/review/<rule>.bad.py and
+.ok.py): the failing one yields the rule, the passing one does not.  Signatures of 0.19.2
+come from the installed megatron-core (review_index.live_index); the rules about other
+releases read the small fake index of fixed facts (checked in test_review_signatures.py)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
+
+from model_review import checks_groups, checks_models, rules  # noqa: E402
+from model_review.review import review_paths  # noqa: E402
+from review_index import FakeIndex, live_index  # noqa: E402
+
+DATA = REPO / "tests" / "data" / "review"
+FAKE = {"removed-keyword": "0.19", "deprecated-keyword": "0.19"}
+
+
+def run(path, rule_id, has_te=False):
+    if rule_id in FAKE:
+        out = review_paths([str(path)], FAKE[rule_id], index=FakeIndex(), rule_ids={rule_id},
+                           has_te=has_te)
+    else:
+        out = review_paths([str(path)], None, index=live_index(), rule_ids={rule_id},
+                           has_te=has_te)
+    return out["findings"]
+
+
+@pytest.mark.parametrize("rule", [r.id for r in rules.RULES])
+def test_rule_fails_and_passes(rule):
+    bad = run(DATA / f"{rule}.bad.py", rule)
+    assert bad, f"{rule}: the failing fixture gives no finding"
+    assert all(f["rule"].split(".")[0] == rule for f in bad)
+    assert all(f["reference"].startswith("references/") for f in bad)
+    assert run(DATA / f"{rule}.ok.py", rule) == []
+
+
+def test_every_rule_has_fixtures():
+    for r in rules.RULES:
+        assert (DATA / f"{r.id}.bad.py").exists() and (DATA / f"{r.id}.ok.py").exists(), r.id
+
+
+def test_reference_anchors_exist():
+    """Every rule's reference section is a heading of that file."""
+    import re
+    for r in rules.RULES:
+        path, _, anchor = r.reference.partition("#")
+        text = (REPO / path).read_text()
+        slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+                 for h in re.findall(r"^#+ (.+)$", text, re.M)}
+        assert anchor in slugs, r.reference
+
+
+def test_unknown_keyword_names_nearest():
+    (f,) = run(DATA / "unknown-keyword.bad.py", "unknown-keyword")
+    assert f["line"] == 3 and f["fix"] == "num_query_groups=..."
+
+
+def test_removed_keyword_names_release_and_successor():
+    (f,) = run(DATA / "removed-keyword.bad.py", "removed-keyword")
+    assert "absent from 0.14.0" in f["message"] and f["fix"] == "original_max_position_embeddings=..."
+    old = review_paths([str(DATA / "removed-keyword.bad.py")], "0.13", index=FakeIndex(),
+                       rule_ids={"removed-keyword", "unknown-keyword"})
+    assert old["findings"] == [], "0.13.1 has max_position_embeddings"
+
+
+def test_unresolved_import_points_to_definition():
+    (f,) = run(DATA / "unresolved-import.bad.py", "unresolved-import")
+    assert "exports nothing" in f["message"]
+    assert f["fix"] == "from megatron.core.models.hybrid.hybrid_model import HybridModel"
+
+
+def test_te_placeholder_silent_with_te():
+    assert run(DATA / "te-placeholder.bad.py", "te-placeholder", has_te=True) == []
+
+
+def test_gpt_route_gives_pattern():
+    (f,) = run(DATA / "gptmodel-deprecated.bad.py", "gptmodel-deprecated")
+    assert "hybrid_layer_pattern='*-*-'" in f["fix"]
+    assert checks_models.gpt_pattern({"num_layers": 3, "num_moe_experts": 8, "moe_layer_freq": 2}) \
+        == "*E*-*E"
+
+
+def test_layout_rule_ids_are_the_layout_checkers():
+    from parallel_layout import rules as layout_rules
+    found = run(DATA / "layout.bad.py", "layout")
+    assert {f["rule"] for f in found} == {"layout.heads-divisible-by-tp", "layout.query-groups-vs-tp"}
+    for f in found:
+        assert f["rule"].split(".", 1)[1] in layout_rules.RULES_BY_ID
+
+
+def test_gptmodel_deprecation_message_first_in_0_19_0():
+    """The deprecation's first release, against the released sources."""
+    upstream = pytest.importorskip("upstream_sources")
+    path = "megatron/core/models/gpt/gpt_model.py"
+    try:
+        now, before = upstream.source_at("0.19.0", path), upstream.source_at("0.18.2", path)
+    except upstream.Unavailable as exc:
+        pytest.skip(f"GPTModel deprecated since 0.19.0: sources unavailable ({exc})")
+    assert checks_models.GPT_MESSAGE in now and checks_models.GPT_MESSAGE not in before
+    path = "megatron/core/models/mamba/mamba_model.py"
+    try:
+        now, before = upstream.source_at("0.18.0", path), upstream.source_at("0.17.1", path)
+    except upstream.Unavailable as exc:
+        pytest.skip(f"MambaModel deprecated since 0.18.0: sources unavailable ({exc})")
+    assert checks_models.MAMBA_MESSAGE in now and checks_models.MAMBA_MESSAGE not in before
+
+
+def test_group_fields_match_use_mpu_process_groups():
+    """GROUP_FIELDS is the map ProcessGroupCollection.use_mpu_process_groups uses (0.19.2)."""
+    import megatron.core.process_groups_config as pgc
+    tree = ast.parse(Path(pgc.__file__).read_text())
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if isinstance(k, ast.Constant) and isinstance(v, ast.Call) and v.args and \
+                        isinstance(v.args[0], ast.Attribute):
+                    found.setdefault(v.args[0].attr, k.value)
+    for getter, field in checks_groups.GROUP_FIELDS.items():
+        assert found.get(getter) == field, getter
+
+
+def test_hybrid_pattern_builds_the_gpt_layers():
+    """A GPT config of N layers and HybridModel with '*-' * N build the same decoder
+    parameters (HybridModel's final norm switched off: TENorm needs TE)."""
+    import torch
+    from megatron.core import parallel_state
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.models.gpt.gpt_model import GPTModel
+    from megatron.core.models.hybrid.hybrid_block import HybridStack, HybridStackSubmodules
+    from megatron.core.models.hybrid.hybrid_model import HybridModel
+    from megatron.core.transformer.spec_utils import ModuleSpec
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    from megatron.core.transformer.transformer_layer import TransformerLayer
+    from procutil import free_port
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
+                                             rank=0, world_size=1)
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1)
+    try:
+        n = 2
+        kw = dict(hidden_size=64, num_attention_heads=4, use_cpu_initialization=True)
+        gpt = GPTModel(TransformerConfig(num_layers=n, **kw), get_gpt_layer_local_spec(), 128, 32,
+                       position_embedding_type="none")
+        pattern = checks_models.gpt_pattern({"num_layers": n})
+        import dataclasses
+        from megatron.core.ssm.mlp_layer import MLPLayer
+        from megatron.core.transformer.identity_op import IdentityOp
+        local = get_gpt_layer_local_spec().submodules
+        attn = ModuleSpec(module=TransformerLayer, submodules=dataclasses.replace(
+            local, pre_mlp_layernorm=IdentityOp, mlp=IdentityOp))
+        mlp = ModuleSpec(module=MLPLayer, submodules=dataclasses.replace(
+            local, input_layernorm=IdentityOp, self_attention=IdentityOp))
+        stack = ModuleSpec(module=HybridStack, params={"post_layer_norm": False},
+                           submodules=HybridStackSubmodules(attention_layer=attn, mlp_layer=mlp))
+        hyb = HybridModel(TransformerConfig(num_layers=len(pattern), **kw),
+                          stack, 128, 32, hybrid_layer_pattern=pattern)
+        shapes = lambda m: sorted(tuple(p.shape) for name, p in m.named_parameters()  # noqa: E731
+                                  if name.startswith("decoder.layers"))
+        assert shapes(gpt) == shapes(hyb)
+    finally:
+        parallel_state.destroy_model_parallel()
