@@ -68,7 +68,10 @@ class LiveRelease:
                     up = package.split(".")[: len(package.split(".")) - node.level + 1]
                     base = ".".join(up + ([node.module] if node.module else []))
                 for a in node.names:
-                    if a.name != "*":
+                    if a.name == "*":
+                        out.update({k: {"kind": "import", "target": f"{base}:{k}"}
+                                    for k in self.names(base) if not k.startswith("_")})
+                    else:
                         out[a.asname or a.name] = {"kind": "import", "target": f"{base}:{a.name}"}
             elif isinstance(node, ast.Import):
                 for a in node.names:

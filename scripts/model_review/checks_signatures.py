@@ -21,7 +21,9 @@ def _params(ctx, obj_id):
         more = ctx.view.signature(fwd)
         if more:
             names = {p["name"] for p in params}
-            params += [p for p in more["params"]
+            # The forwarder may fill the target's required parameters itself (MambaModel
+            # maps mamba_stack_spec to hybrid_stack_spec): they are accepted, not required.
+            params += [dict(p, default=p["default"] or "<forwarded>") for p in more["params"]
                        if p["name"] not in names and p["name"] not in ("self", "cls")]
             var_kw = any(p["kind"] == "var_keyword" for p in more["params"])
     return params, var_kw
