@@ -59,7 +59,10 @@ def call_provider(fn):
 
 
 def structure(model):
-    mods = tuple((n, type(m).__name__) for n, m in model.named_modules())
+    # Modules that hold weights, and the weights: a parameter-free placeholder (IdentityOp
+    # where no q_layernorm is built) is not a difference in what was built.
+    mods = tuple((n, type(m).__name__) for n, m in model.named_modules()
+                 if any(True for _ in m.parameters(recurse=False)))
     params = tuple((n, tuple(p.shape)) for n, p in model.named_parameters())
     return mods, params
 
