@@ -70,6 +70,6 @@ def test_help_needs_no_torch():
 def test_directory_and_stdin():
     r = cli(DATA, "--json")
     out = json.loads(r.stdout)
-    assert out["summary"]["files"] == len(list(DATA.glob("*.py")))
+    assert out["summary"]["files"] == len(list(DATA.rglob("*.py")))
     r = cli("-", "--json", stdin=(DATA / "layout.bad.py").read_text())
     assert json.loads(r.stdout)["findings"][0]["path"] == "<stdin>"
