@@ -34,9 +34,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_MIRROR = "/work/.mirror/NVIDIA+Megatron-LM/repo"
 DIST = "megatron-core"
-# Every final megatron-core release from 0.15 on (PyPI, 2026-11); a minor line ("0.17") means
+# Every final megatron-core release from 0.12 on (PyPI, 2026-11); a minor line ("0.17") means
 # its newest patch here. tests/test_api_version_notes.py checks this against the mirror's tags.
-RELEASES = ("0.15.0", "0.15.1", "0.15.2", "0.15.3", "0.16.0", "0.16.1", "0.17.0", "0.17.1",
+RELEASES = ("0.12.0", "0.12.1", "0.12.2", "0.12.3", "0.13.0", "0.13.1", "0.14.0", "0.15.0", "0.15.1", "0.15.2", "0.15.3", "0.16.0", "0.16.1", "0.17.0", "0.17.1",
             "0.18.0", "0.18.2", "0.19.0", "0.19.2")
 # Wheels are per platform; these flags fetch the same Linux cp312 wheel on any machine.
 PIP_TARGET = ("--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""What changed in Megatron Core between releases 0.12 and 0.19.2, from the bundled release index.
+
+  api_history.py GPTModel                       events for a class across 0.12.3 ... 0.19.2
+  api_history.py TransformerConfig.num_layers   a dataclass field (inherited ones too)
+  api_history.py megatron.core.parallel_state:initialize_model_parallel --at 0.13
+  api_history.py --use-custom-fsdp              a Megatron-LM flag
+  api_history.py --diff 0.15 0.17 --under megatron.core.transformer
+
+NAME is a dotted module, a class, function or method (short, dotted, or module:Qualname), a field
+as Class.field, or a Megatron-LM flag. Each event names the first release with the new state:
+added, removed, renamed, moved (with the successor; "inferred" when it is a guess from an
+identical body, a same-named definition elsewhere or a deprecation message, not an alias),
+signature_changed (which parameters), default_changed (old -> new), message_changed.
+Indexed releases: 0.12.3 0.13.1 0.14.0 0.15.3 0.16.1 0.17.1 0.18.2 0.19.2; a minor line (0.15) or
+any patch of it means the indexed release of that line. The index is compiled from the released
+sources with `ast` (make index-releases); this script reads only that data.
+
+Exit codes: 0 found, 1 unknown name (nearest names are suggested), 2 bad input (or no index data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import release_index as ri  # noqa: E402
+from release_index.data import MissingData  # noqa: E402
+
+PROG = "api_history.py"
+SCHEMA_VERSION = 1
+DEFAULT_LIMIT = 200
+
+
+class BadInput(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise BadInput(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    p.add_argument("name", nargs="?", metavar="NAME", help="module, class, function, Class.field or --flag")
+    p.add_argument("--at", metavar="X.Y", help="also show what NAME is in that release")
+    p.add_argument("--diff", nargs=2, metavar=("X.Y", "Z.W"),
+                   help="events after release X.Y up to Z.W (for NAME, or all names)")
+    p.add_argument("--under", metavar="PREFIX",
+                   help="with --diff and no NAME: only names starting with PREFIX (a module path or --flag prefix)")
+    p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, metavar="N",
+                   help=f"print at most N events (default {DEFAULT_LIMIT})")
+    p.add_argument("--json", action="store_true", help=f"print one JSON object (schema_version {SCHEMA_VERSION})")
+    return p
+
+
+def _split_args(argv: list[str]) -> list[str]:
+    """A flag NAME (--use-custom-fsdp) is not an option of this script: put it after '--'."""
+    own = {o for a in build_parser()._actions for o in a.option_strings}
+    out, name = [], None
+    takes = {"--at": 1, "--diff": 2, "--under": 1, "--limit": 1}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith("--") and a.split("=")[0] not in own and name is None:
+            name = a
+        elif takes.get(a) == 1 and i + 1 < len(argv):
+            out.append(f"{a}={argv[i + 1]}")  # so that a value like --moe is not read as an option
+            i += 1
+        else:
+            out.append(a)
+            for _ in range(takes.get(a, 0)):
+                i += 1
+                if i < len(argv):
+                    out.append(argv[i])
+        i += 1
+    return out + (["--", name] if name else [])
+
+
+def _version(text: str) -> str:
+    try:
+        return ri.resolve_version(text)[0]
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _at(key: str, version: str) -> dict:
+    """What key is in one release (absent: {"present": False})."""
+    rel = ri.load(version)
+    out: dict = {"release": version, "present": version in ri.releases_of(key)}
+    if not out["present"]:
+        return out
+    if key.startswith("--"):
+        out["flag"] = (rel.flags() or {}).get(key)
+    elif ":" not in key:
+        out["names"] = rel.names(key)
+    else:
+        sig = rel.signature(key)
+        if sig is not None:
+            out["signature"] = sig
+        flds = rel.fields(key)
+        if flds is not None:
+            out["fields"] = flds
+        cls, _, attr = key.rpartition(".")
+        if sig is None and attr and ri.catalog().get(key, {}).get("kind") == "field":
+            out["field"] = next((f for f in rel.fields(cls) or [] if f["name"] == attr), None)
+        if sig is None and flds is None and "field" not in out:
+            mod, name = key.split(":", 1)
+            out["binding"] = rel.names(mod).get(name)
+    return out
+
+
+def _in_range(ev: dict, lo: str | None, hi: str | None) -> bool:
+    order = ri.RELEASES.index
+    return (lo is None or order(ev["version"]) > order(lo)) and (hi is None or order(ev["version"]) <= order(hi))
+
+
+def _fmt_event(ev: dict, key: str | None = None) -> str:
+    parts = [ev["version"].ljust(7), ev["change"].ljust(17)]
+    if key:
+        parts.append(key)
+    if ev["detail"]:
+        parts.append(ev["detail"])
+    elif ev["successor"]:
+        parts.append(f"-> {ev['successor']}")
+    return ("  " + "  ".join(parts)).rstrip()
+
+
+def _fmt_sig(sig: dict) -> list[str]:
+    out = []
+    for p in sig["params"]:
+        star = {"var_positional": "*", "var_keyword": "**"}.get(p["kind"], "")
+        txt = star + p["name"] + (f": {p['annotation']}" if p["annotation"] else "")
+        txt += f" = {p['default']}" if p["default"] is not None else ""
+        out.append(f"    {txt}  [{p['kind']}]")
+    return out
+
+
+def _render_at(at: dict) -> list[str]:
+    if not at["present"]:
+        return [f"not in {at['release']}"]
+    lines = [f"in {at['release']}:"]
+    if "signature" in at:
+        lines.append(f"  signature ({at['signature']['source']}"
+                     + (f", copied from {at['signature']['copied_from']}" if "copied_from" in at["signature"] else "")
+                     + "):")
+        lines += _fmt_sig(at["signature"])
+    if "fields" in at:
+        lines.append(f"  {len(at['fields'])} dataclass fields (see --json)")
+    if "field" in at and at["field"]:
+        f = at["field"]
+        lines.append(f"  field {f['name']}: {f['type']} = {f['default']}"
+                     + (f"; __post_init__ sets {f['post_init']}" if f["post_init"] else ""))
+    if "flag" in at and at["flag"]:
+        lines += [f"  {k}: {v}" for k, v in at["flag"].items() if v not in (None, [], "")]
+    if "names" in at:
+        names = sorted(at["names"])
+        lines.append(f"  {len(names)} public names: " + ", ".join(names[:40]) + (" ..." if len(names) > 40 else ""))
+    if "binding" in at and at["binding"]:
+        lines.append(f"  {at['binding']['kind']}" + (f" -> {at['binding']['target']}" if at["binding"]["target"] else ""))
+    return lines
+
+
+def run_name(args, out) -> int:
+    keys = ri.find(args.name)
+    if not keys:
+        sugg = ri.suggest(args.name)
+        if args.json:
+            json.dump({"schema_version": SCHEMA_VERSION, "name": args.name, "found": False, "events": [],
+                       "suggestions": sugg}, out, indent=1)
+            out.write("\n")
+        else:
+            msg = f"{PROG}: unknown name {args.name!r} in megatron-core {ri.RELEASES[0]} to {ri.RELEASES[-1]}"
+            print(msg + (f"; did you mean: {', '.join(sugg)}" if sugg else ""), file=sys.stderr)
+        return 1
+    key = keys[0]
+    lo, hi = (_version(args.diff[0]), _version(args.diff[1])) if args.diff else (None, None)
+    evs = [e for e in ri.events(key) if _in_range(e, lo, hi)]
+    present = ri.releases_of(key)
+    kind = ri.catalog()[key]["kind"]
+    at = _at(key, _version(args.at)) if args.at else None
+    if args.json:
+        obj = {"schema_version": SCHEMA_VERSION, "name": key, "query": args.name, "found": True,
+               "kind": kind, "releases": list(present), "events": evs[: args.limit],
+               "other_matches": keys[1:6]}
+        if len(evs) > args.limit:
+            obj["truncated"] = len(evs) - args.limit
+        if at is not None:
+            obj["at"] = at
+        json.dump(obj, out, indent=1)
+        out.write("\n")
+        return 0
+    span = f"{present[0]} to {present[-1]}" if present else "no release"
+    gaps = len(present) != ri.RELEASES.index(present[-1]) - ri.RELEASES.index(present[0]) + 1 if present else False
+    print(f"{key} ({kind}): in {span}" + (" (with gaps: " + ", ".join(present) + ")" if gaps else ""), file=out)
+    if not evs:
+        rng = f"after {lo} up to {hi}" if lo else f"from {ri.RELEASES[0]} to {ri.RELEASES[-1]}"
+        print(f"  no changes {rng}", file=out)
+    for e in evs[: args.limit]:
+        print(_fmt_event(e), file=out)
+    if len(evs) > args.limit:
+        print(f"  ... {len(evs) - args.limit} more (--limit, --json)", file=out)
+    if at is not None:
+        for line in _render_at(at):
+            print(line, file=out)
+    if len(keys) > 1:
+        print("other matches: " + ", ".join(keys[1:6]) + (" ..." if len(keys) > 6 else ""), file=out)
+    return 0
+
+
+def run_diff(args, out) -> int:
+    lo, hi = _version(args.diff[0]), _version(args.diff[1])
+    if ri.RELEASES.index(lo) >= ri.RELEASES.index(hi):
+        raise BadInput(f"--diff wants an older release first: {lo} is not before {hi}")
+    rows = []
+    for key, evs in sorted(ri.all_events().items()):
+        if args.under and not key.startswith(args.under):
+            continue
+        rows += [dict(e, name=key) for e in evs if _in_range(e, lo, hi)]
+    rows.sort(key=lambda e: (ri.RELEASES.index(e["version"]), e["name"], e["change"]))
+    if args.json:
+        obj = {"schema_version": SCHEMA_VERSION, "name": None, "from": lo, "to": hi, "under": args.under,
+               "count": len(rows), "events": rows[: args.limit]}
+        if len(rows) > args.limit:
+            obj["truncated"] = len(rows) - args.limit
+        json.dump(obj, out, indent=1)
+        out.write("\n")
+        return 0
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["change"]] = counts.get(r["change"], 0) + 1
+    print(f"{len(rows)} events after {lo} up to {hi}" + (f" under {args.under}" if args.under else "")
+          + (": " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) if counts else ""), file=out)
+    for r in rows[: args.limit]:
+        print(_fmt_event(r, r["name"]), file=out)
+    if len(rows) > args.limit:
+        print(f"  ... {len(rows) - args.limit} more (--under PREFIX, --limit N, --json)", file=out)
+    return 0
+
+
+def main(argv: list[str] | None = None, out=None) -> int:
+    out = out or sys.stdout
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = build_parser().parse_args(_split_args(argv))
+        if args.limit < 1:
+            raise BadInput("--limit must be at least 1")
+        if args.name is None and not args.diff:
+            raise BadInput("give NAME, or --diff X.Y Z.W (see --help)")
+        if args.under and (args.name or not args.diff):
+            raise BadInput("--under filters --diff over all names; it does not go with NAME")
+        if args.name is None:
+            return run_diff(args, out)
+        return run_name(args, out)
+    except BadInput as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    except MissingData as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

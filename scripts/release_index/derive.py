@@ -1,0 +1,313 @@
+"""Events between consecutive releases, derived from the compiled releases alone.
+
+Lives with the loader (not in dev/) so that a test can re-derive the shipped events from the
+shipped releases without the sources. Each event: [version, change, detail, successor, inferred],
+version being the first release with the new state.
+
+A name that disappears is, in this order:
+- moved/renamed, not inferred: its module still binds the name to a definition elsewhere
+  (an import or alias: ``from new import X``, ``Old = New``) — Megatron said so in code;
+- moved/renamed, inferred: a definition added in the same release has an identical body
+  (renamed when the name differs), or the same name is newly defined in exactly one other module,
+  or a deprecation message of either release names it next to exactly one newly added name;
+- removed otherwise.
+Flags: renamed (not inferred) when the old flag became an alias of a new one; inferred when a new
+flag has the old flag's dest or a deprecation help/message names it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+MSG_SIMILAR = 0.6  # difflib ratio above which a replaced message in one function counts as reworded
+
+
+def _catalog(rel: dict) -> dict[str, str]:
+    """{key: kind} of one compiled release."""
+    out = {}
+    for mod, names in rel["modules"].items():
+        out[mod] = "module"
+        is_pkg = True  # imports are kept only in packages (re-exports), see _keep_import
+        for n, (kind, target) in names.items():
+            key = f"{mod}:{n}"
+            if kind in ("class", "function"):
+                out[key] = kind
+            elif kind == "import" and _keep_import(rel, mod) and is_pkg:
+                out[key] = "import"
+            elif kind == "variable":
+                out[key] = "variable"
+    for key in rel["signatures"]:
+        if "." in key.split(":", 1)[1]:
+            out[key] = "method"
+    for cls, flds in rel["fields"].items():
+        for f in flds:
+            if f[6] == cls:
+                out[f"{cls}.{f[0]}"] = "field"
+    for flag in rel["flags"] or {}:
+        out[flag] = "flag"
+    return out
+
+
+def _keep_import(rel: dict, mod: str) -> bool:
+    """Re-exports matter in packages (their __init__), where users import from."""
+    return any(p.startswith(mod + ".") for p in rel["modules"])
+
+
+def _targets(rel: dict) -> dict[str, str]:
+    out = {}
+    for mod, names in rel["modules"].items():
+        for n, (kind, target) in names.items():
+            if kind in ("import", "variable") and target and ":" in target:
+                out[f"{mod}:{n}"] = target
+    return out
+
+
+def _resolve(targets: dict[str, str], key: str) -> str:
+    seen = set()
+    while key in targets and key not in seen:
+        seen.add(key)
+        key = targets[key]
+    return key
+
+
+def _params_detail(old: list, new: list) -> tuple[str | None, str | None]:
+    """(signature change detail, default change detail) between two param lists."""
+    on, nn = [p[0] for p in old], [p[0] for p in new]
+    sig = []
+    added = [n for n in nn if n not in on]
+    removed = [n for n in on if n not in nn]
+    if added:
+        sig.append("added " + ", ".join(added))
+    if removed:
+        sig.append("removed " + ", ".join(removed))
+    od, nd = {p[0]: p for p in old}, {p[0]: p for p in new}
+    kinds = [f"{n} {od[n][1]}->{nd[n][1]}" for n in nn if n in od and od[n][1] != nd[n][1]]
+    if kinds:
+        sig.append("kind " + ", ".join(kinds))
+    common_old = [n for n in on if n in nd]
+    common_new = [n for n in nn if n in od]
+    if common_old != common_new:
+        sig.append("reordered")
+    required = [n for n in nn if n in od and (od[n][2] is None) != (nd[n][2] is None)]
+    defaults = [f"{n}: {od[n][2]} -> {nd[n][2]}" for n in nn
+                if n in od and od[n][2] != nd[n][2] and n not in required]
+    if required:
+        sig.append("now " + ", ".join(f"{n} {'required' if nd[n][2] is None else 'optional'}"
+                                      for n in required))
+    return ("; ".join(sig) or None), ("; ".join(defaults) or None)
+
+
+_NAME_IN_TEXT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def _deprecation_successor(old_name: str, msgs: list[list], added_names: dict[str, list[str]]) -> str | None:
+    """A newly added key that a deprecation message about old_name names (unique), else None."""
+    found = set()
+    for kind, exc, text, *_ in msgs:
+        if old_name in text and re.search(r"deprecat|renamed|replaced|moved", text, re.I):
+            for tok in _NAME_IN_TEXT.findall(text):
+                tok = tok.rsplit(".", 1)[-1]
+                if tok != old_name and tok in added_names:
+                    found.update(added_names[tok])
+    return found.pop() if len(found) == 1 else None
+
+
+def _module_of(path: str) -> str:
+    mod = path[:-3].replace("/", ".")
+    return mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
+
+
+def derive(releases: list[dict]) -> dict:
+    """The events data: names (key -> [kind, release bitmask]), targets, bases, flag_aliases, events."""
+    names: dict[str, list] = {}
+    events: dict[str, list] = {}
+    targets: dict[str, str] = {}
+    bases: dict[str, list[str]] = {}
+    flag_aliases: dict[str, str] = {}
+    cats = [_catalog(r) for r in releases]
+    for i, (rel, cat) in enumerate(zip(releases, cats)):
+        for key, kind in cat.items():
+            entry = names.setdefault(key, [kind, 0])
+            entry[0] = kind  # the newest kind wins (a class that became an import is now an import)
+            entry[1] |= 1 << i
+        targets.update(_targets(rel))
+        for cls, flds in rel["fields"].items():
+            owners = []
+            for f in flds:
+                if f[6] != cls and f[6] not in owners:
+                    owners.append(f[6])
+            if owners:
+                bases[cls] = owners
+        for flag, rec in (rel["flags"] or {}).items():
+            for a in rec.get("aliases") or []:
+                if a.startswith("--"):
+                    flag_aliases[a] = flag
+    for i in range(1, len(releases)):
+        _pair(releases[i - 1], releases[i], cats[i - 1], cats[i], events)
+    return {"names": names, "targets": targets, "bases": bases, "flag_aliases": flag_aliases,
+            "events": events}
+
+
+def _emit(events, key, version, change, detail=None, successor=None, inferred=False):
+    events.setdefault(key, []).append([version, change, detail, successor, int(inferred)])
+
+
+def _pair(a: dict, b: dict, ca: dict, cb: dict, events: dict) -> None:
+    v = b["version"]
+    tb = _targets(b)
+    gone = [k for k in ca if k not in cb or (ca[k] in ("class", "function") and cb[k] in ("import", "variable"))]
+    new = [k for k in cb if k not in ca]
+    # indexes of what is new in b, for successor search
+    new_by_hash: dict[str, list[str]] = {}
+    new_by_name: dict[str, list[str]] = {}
+    for k in new:
+        if cb[k] in ("class", "function", "method"):
+            rec = b["signatures"].get(k)
+            if rec is not None:
+                new_by_hash.setdefault(rec[2], []).append(k)
+            new_by_name.setdefault(k.rsplit(":", 1)[-1].rsplit(".", 1)[-1], []).append(k)
+    msgs = a["messages"] + b["messages"]
+    successor_of: dict[str, tuple[str, str, bool]] = {}
+    for k in gone:
+        kind = ca[k]
+        if kind == "flag":
+            continue
+        if kind == "module":
+            succ = _module_successor(a, b, k, new)
+            if succ:
+                successor_of[k] = (succ, "moved", True)
+            continue
+        if kind not in ("class", "function", "method"):
+            continue
+        name = k.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+        if k in tb:  # still bound in its module: an explicit alias or re-export
+            succ = _resolve(tb, k)
+            if succ != k and succ.split(":")[0].startswith("megatron"):
+                same = succ.rsplit(":", 1)[-1].rsplit(".", 1)[-1] == name
+                successor_of[k] = (succ, "moved" if same else "renamed", False)
+                continue
+        rec = a["signatures"].get(k)
+        hits = new_by_hash.get(rec[2], []) if rec else []
+        if len(hits) == 1:
+            same = hits[0].rsplit(":", 1)[-1].rsplit(".", 1)[-1] == name
+            successor_of[k] = (hits[0], "moved" if same else "renamed", True)
+            continue
+        same_name = [h for h in new_by_name.get(name, []) if cb[h] == kind]
+        if len(same_name) == 1:
+            successor_of[k] = (same_name[0], "moved", True)
+            continue
+        succ = _deprecation_successor(name, msgs, new_by_name)
+        if succ:
+            successor_of[k] = (succ, "renamed", True)
+    # flags
+    fa, fb = a["flags"] or {}, b["flags"] or {}
+    b_alias = {al: f for f, r in fb.items() for al in (r.get("aliases") or [])}
+    b_by_dest: dict[str, list[str]] = {}
+    for f, r in fb.items():
+        if f not in fa:
+            b_by_dest.setdefault(r.get("dest") or "", []).append(f)
+    for f in fa:
+        if f in fb:
+            continue
+        if f in b_alias:
+            successor_of[f] = (b_alias[f], "renamed", False)
+        elif len(b_by_dest.get(fa[f].get("dest") or "", [])) == 1:
+            successor_of[f] = (b_by_dest[fa[f]["dest"]][0], "renamed", True)
+        else:
+            helps = [[None, None, r.get("help") or "", "", "", 0] for r in fb.values()]
+            succ = _flag_from_help(f, helps + msgs, set(fb) - set(fa))
+            if succ:
+                successor_of[f] = (succ, "renamed", True)
+    succeeded_by = {s: (k, c) for k, (s, c, _) in successor_of.items()}
+    for k in gone:
+        if k in successor_of:
+            s, change, inferred = successor_of[k]
+            _emit(events, k, v, change, f"{change} to {s}" + (" (inferred)" if inferred else ""), s, inferred)
+        else:
+            _emit(events, k, v, "removed")
+    for k in new:
+        if k in succeeded_by:
+            old, change = succeeded_by[k]
+            _emit(events, k, v, "added", f"{change} from {old}")
+        else:
+            _emit(events, k, v, "added")
+    # changed in place
+    for k, rec in b["signatures"].items():
+        old = a["signatures"].get(k)
+        if old is None or k not in ca or ca.get(k) in ("import", "variable"):
+            continue
+        sig, dflt = _params_detail(old[0], rec[0])
+        if sig:
+            _emit(events, k, v, "signature_changed", sig)
+        if dflt:
+            _emit(events, k, v, "default_changed", dflt)
+    for cls, flds in b["fields"].items():
+        old = {f[0]: f for f in a["fields"].get(cls, []) if f[6] == cls}
+        for f in flds:
+            o = old.get(f[0])
+            if f[6] != cls or o is None:
+                continue
+            key = f"{cls}.{f[0]}"
+            if o[2] != f[2]:
+                _emit(events, key, v, "default_changed", f"default: {o[2]} -> {f[2]}")
+            if o[3] != f[3]:
+                _emit(events, key, v, "default_changed", f"__post_init__ sets: {o[3]} -> {f[3]}")
+            if o[1] != f[1]:
+                _emit(events, key, v, "signature_changed", f"type: {o[1]} -> {f[1]}")
+    for f, rec in fb.items():
+        o = fa.get(f)
+        if o is None:
+            continue
+        if o.get("default") != rec.get("default"):
+            _emit(events, f, v, "default_changed", f"default: {o.get('default')} -> {rec.get('default')}")
+        changed = [x for x in ("type", "action", "choices", "dest") if o.get(x) != rec.get(x)]
+        if changed:
+            _emit(events, f, v, "signature_changed",
+                  "; ".join(f"{x}: {o.get(x)} -> {rec.get(x)}" for x in changed))
+    _message_events(a, b, v, events)
+
+
+def _flag_from_help(flag: str, msgs: list[list], new_flags: set[str]) -> str | None:
+    found = set()
+    for m in msgs:
+        text = m[2] or ""
+        if flag in text and re.search(r"deprecat|renamed|replaced|instead", text, re.I):
+            found.update(t for t in re.findall(r"--[a-z0-9][a-z0-9-]*", text) if t in new_flags)
+    return found.pop() if len(found) == 1 else None
+
+
+def _module_successor(a: dict, b: dict, mod: str, new: list[str]) -> str | None:
+    """A new module with the same last name whose public names mostly match."""
+    old = set(a["modules"][mod])
+    last = mod.rsplit(".", 1)[-1]
+    cands = []
+    for k in new:
+        if ":" in k or k.startswith("--") or k.rsplit(".", 1)[-1] != last:
+            continue
+        names = set(b["modules"].get(k, {}))
+        if old and len(old & names) >= 0.6 * len(old):
+            cands.append(k)
+    return cands[0] if len(cands) == 1 else None
+
+
+def _message_events(a: dict, b: dict, v: str, events: dict) -> None:
+    """A message replaced by a similar one in the same function (same kind) was reworded."""
+    def group(rel):
+        g: dict[tuple, list] = {}
+        for kind, exc, text, path, fn, line in rel["messages"]:
+            g.setdefault((path, fn, kind), []).append(text)
+        return g
+    ga, gb = group(a), group(b)
+    for key in sorted(set(ga) & set(gb)):
+        olds = [t for t in ga[key] if t not in gb[key]]
+        news = [t for t in gb[key] if t not in ga[key]]
+        for o in olds:
+            if not news:
+                break
+            best = max(news, key=lambda n: difflib.SequenceMatcher(None, o, n).ratio())
+            if difflib.SequenceMatcher(None, o, best).ratio() >= MSG_SIMILAR:
+                news.remove(best)
+                path, fn, kind = key
+                _emit(events, f"{_module_of(path)}:{fn}", v, "message_changed",
+                      f"{kind}: {o!r} -> {best!r}")
