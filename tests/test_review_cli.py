@@ -44,7 +44,7 @@ def test_exit_0_and_version_flag():
 @pytest.mark.parametrize("args,stdin,words", [
     (("/nonexistent.py",), None, "no such file"),
     (("-",), "x = (\n", "<stdin>:1: does not parse"),
-    (("-", "--megatron-version", "0.9"), "x = 1\n", "unsupported --megatron-version"),
+    (("-", "--megatron-version", "0.9"), "x = 1\n", "is not indexed; supported: 0.12"),
     (("--bogus",), None, "unrecognized arguments"),
     ((), None, "give at least one PATH"),
 ])

@@ -1,8 +1,8 @@
 """The proof corpus: Megatron-LM's own builders and model providers at each release tag
 (read from the git mirror through tests/upstream_sources.py, never copied here).
 
-- Each release's own code against its own release: no error.  Only 0.19 can be checked
-  until the release index (issue 15) is merged: 0.19.0's files against installed 0.19.2.
+- Each release's own code against its own release (the release index's entry for that
+  tag; 0.19.0's files against 0.19.2, the indexed release of that line): no error.
 - Older releases' code against 0.19.2: every error is confirmed by doing what it says
   breaks with the installed 0.19.2 (the import, or the call with that keyword).
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import importlib
+import re
 import sys
 from pathlib import Path
 
@@ -22,7 +23,7 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
 import upstream_sources  # noqa: E402
 from model_review import releases, source  # noqa: E402
 from model_review.review import review_sources  # noqa: E402
-from review_index import live_index  # noqa: E402
+import release_index  # noqa: E402
 
 TAGS = ("core_v0.12.3", "core_v0.13.1", "core_v0.14.0", "core_v0.15.3", "core_v0.16.1",
         "core_v0.17.1", "core_v0.18.2", "core_v0.19.0")
@@ -45,15 +46,18 @@ def corpus(tag):
     return out
 
 
-def review(sources):
-    idx = live_index()
-    findings, _ = review_sources(sources, "0.19.2", releases.View(idx, "0.19.2"), idx,
-                                 has_te=True)
+def review(sources, version="0.19.2"):
+    findings, _ = review_sources(sources, version, releases.View(release_index, version),
+                                 release_index, has_te=True)
     return findings
 
 
-def test_same_release_no_error():
-    errors = [f for f in review(corpus("core_v0.19.0")) if f.severity == "error"]
+@pytest.mark.parametrize("tag", TAGS)
+def test_same_release_no_error(tag):
+    version, _ = release_index.resolve_version(tag.removeprefix("core_v"))
+    findings = review(corpus(tag), version)
+    print(tag, version, dict(collections.Counter(f.rule for f in findings)))
+    errors = [f for f in findings if f.severity == "error"]
     assert errors == []
 
 
@@ -69,26 +73,16 @@ def _confirm(f):
             return True
         return name is not None and not hasattr(m, name)
     if f.rule in ("unknown-keyword", "removed-keyword"):
-        obj_name = f.message.split("()")[0]
-        kw = f.message.split("'")[1]
-        obj_id = f.message.split("(", 2)[-1].split(")")[0] if "unknown" in f.rule else None
-        obj = _object(obj_id or obj_name)
+        obj_id = re.search(r"\((megatron[\w.]+:\w+)\)", f.message).group(1)
+        kw = re.search(r"keyword '(\w+)'", f.message).group(1)
+        module, _, name = obj_id.partition(":")
+        obj = getattr(importlib.import_module(module), name)
         try:
             obj(**{kw: None})
         except TypeError as exc:
             return f"unexpected keyword argument '{kw}'" in str(exc)
         return False
     return False
-
-
-OBJECTS = {"GPTModel": "megatron.core.models.gpt.gpt_model:GPTModel",
-           "TransformerConfig": "megatron.core.transformer.transformer_config:TransformerConfig"}
-
-
-def _object(obj_id):
-    obj_id = OBJECTS.get(obj_id, obj_id)
-    module, _, name = obj_id.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 @pytest.mark.parametrize("tag", TAGS[:-1])

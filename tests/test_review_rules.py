@@ -1,7 +1,6 @@
 """Each review rule has a failing and a passing fixture (tests/data/review/<rule>.bad.py and
 .ok.py): the failing one yields the rule, the passing one does not.  Signatures of 0.19.2
-come from the installed megatron-core (review_index.live_index); the rules about other
-releases read the small fake index of fixed facts (checked in test_review_signatures.py)."""
+and of the other releases come from the shipped release index (scripts/release_index)."""
 
 from __future__ import annotations
 
@@ -16,19 +15,12 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
 
 from model_review import checks_groups, checks_models, rules  # noqa: E402
 from model_review.review import review_paths  # noqa: E402
-from review_index import FakeIndex, live_index  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "review"
-FAKE = {"removed-keyword": "0.19", "deprecated-keyword": "0.19"}
 
 
-def run(path, rule_id, has_te=False):
-    if rule_id in FAKE:
-        out = review_paths([str(path)], FAKE[rule_id], index=FakeIndex(), rule_ids={rule_id},
-                           has_te=has_te)
-    else:
-        out = review_paths([str(path)], None, index=live_index(), rule_ids={rule_id},
-                           has_te=has_te)
+def run(path, rule_id, has_te=False, version="0.19"):
+    out = review_paths([str(path)], version, rule_ids={rule_id}, has_te=has_te)
     return out["findings"]
 
 
@@ -65,7 +57,7 @@ def test_unknown_keyword_names_nearest():
 def test_removed_keyword_names_release_and_successor():
     (f,) = run(DATA / "removed-keyword.bad.py", "removed-keyword")
     assert "absent from 0.14.0" in f["message"] and f["fix"] == "original_max_position_embeddings=..."
-    old = review_paths([str(DATA / "removed-keyword.bad.py")], "0.13", index=FakeIndex(),
+    old = review_paths([str(DATA / "removed-keyword.bad.py")], "0.13",
                        rule_ids={"removed-keyword", "unknown-keyword"})
     assert old["findings"] == [], "0.13.1 has max_position_embeddings"
 

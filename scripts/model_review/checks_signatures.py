@@ -3,6 +3,8 @@ real signatures (from the release index)."""
 
 from __future__ import annotations
 
+import re
+
 from . import releases, targets
 
 POSITIONAL = ("positional_only", "positional_or_keyword")
@@ -77,7 +79,8 @@ def removed_keywords(ctx):
         succ = releases.successor(ctx.index, obj_id, kw) or releases.nearest(kw, valid)
         yield ctx.finding(
             call.kw_lines[kw],
-            f"{targets.short(obj_id)}() keyword {kw!r} is not accepted by {ctx.version}: {when}; "
+            f"{targets.short(obj_id)}() ({obj_id}) keyword {kw!r} is not accepted by "
+            f"{ctx.version}: {when}; "
             f"it raises TypeError (unexpected keyword argument)",
             f"{succ}=..." if succ else f"remove {kw}=",
             versions=f"has {kw}: {', '.join(history)}")
@@ -98,13 +101,24 @@ def deprecated_keywords(ctx):
         for kw in call.kwargs:
             if kw not in names:
                 continue
-            hit = next((m for m in msgs if kw in m["text"]), None)
+            hit = next((m for m in msgs if _deprecates(m["text"], kw)), None)
             if hit:
                 yield ctx.finding(
                     call.kw_lines[kw],
                     f"{targets.short(obj_id)}() keyword {kw!r} is deprecated in {ctx.version}: "
                     f"{hit['file']}:{hit['line']} says \"{hit['text']}\"",
                     "see the message for the replacement")
+
+
+def _deprecates(text, kw):
+    """Whether the message says ``kw`` is deprecated: the name is the subject of the sentence
+    that says 'deprecat...' ("hybrid_override_pattern has been deprecated. Use
+    hybrid_layer_pattern instead." deprecates the first name only)."""
+    for sentence in re.split(r"(?<=[.;])\s+", text):
+        head, found, _ = sentence.lower().partition("deprecat")
+        if found and re.search(rf"\b{re.escape(kw.lower())}\b", head):
+            return True
+    return False
 
 
 def missing_required(ctx):

@@ -11,47 +11,24 @@ from __future__ import annotations
 import difflib
 import re
 
-DEFAULT = "0.19.2"
-# Used only when the release index is not importable (its own resolve_version is preferred).
-FALLBACK_RELEASES = ("0.12.3", "0.13.1", "0.14.0", "0.15.3", "0.16.1", "0.17.1", "0.18.2",
-                     "0.19.2")
 MAX_IMPORT_HOPS = 10
 
 
 def load_index():
-    """The release_index package, or None when this checkout does not have it."""
+    """The release_index package (scripts/release_index), or None when it is missing."""
     try:
-        import release_index  # noqa: PLC0415 (optional sibling package)
+        import release_index  # noqa: PLC0415 (sibling package, found through sys.path)
     except ImportError:
         return None
     return release_index
 
 
 def resolve(requested, index):
-    """(release, source) like release_index.resolve_version; ValueError on bad input."""
-    if index is not None:
-        return index.resolve_version(requested)
-    releases = FALLBACK_RELEASES
-    if requested is not None:
-        m = re.fullmatch(r"\s*v?(\d+)\.(\d+)(?:\.\d+)?\s*", requested)
-        line = m and f"{m.group(1)}.{m.group(2)}"
-        hits = [r for r in releases if line and r.rsplit(".", 1)[0] == line]
-        if not hits:
-            raise ValueError(f"unsupported --megatron-version {requested!r}: supported "
-                             f"{releases[0].rsplit('.', 1)[0]} to "
-                             f"{releases[-1].rsplit('.', 1)[0]} ({', '.join(releases)})")
-        return hits[0], "--megatron-version"
-    try:
-        from importlib import metadata
-        installed = metadata.version("megatron-core")
-    except Exception:  # noqa: BLE001 (any metadata failure means "not installed")
-        installed = None
-    if installed:
-        line = ".".join(installed.split(".")[:2])
-        hits = [r for r in releases if r.rsplit(".", 1)[0] == line]
-        if hits:
-            return hits[0], "installed megatron-core"
-    return DEFAULT, "default"
+    """(release, source) from release_index.resolve_version; ValueError on bad input."""
+    if index is None:
+        raise ValueError("the release index (scripts/release_index) is missing from this "
+                         "checkout")
+    return index.resolve_version(requested)
 
 
 def vkey(v):
