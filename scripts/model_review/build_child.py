@@ -59,10 +59,10 @@ def call_provider(fn):
 
 
 def structure(model):
-    # Modules that hold weights, and the weights: a parameter-free placeholder (IdentityOp
-    # where no q_layernorm is built) is not a difference in what was built.
+    """What was built: module types (IdentityOp, a placeholder for "nothing here", left out)
+    and parameter shapes."""
     mods = tuple((n, type(m).__name__) for n, m in model.named_modules()
-                 if any(True for _ in m.parameters(recurse=False)))
+                 if type(m).__name__ != "IdentityOp")
     params = tuple((n, tuple(p.shape)) for n, p in model.named_parameters())
     return mods, params
 
