@@ -38,14 +38,27 @@ CONFIG_TO_LAYOUT = {
     "add_bias_linear": "add_bias_linear",
 }
 
-# The layout rules that apply to a config built in code.  Rules whose source is Megatron
-# Core fail on every Megatron Core user (error); rules only Megatron-LM's validate_args
-# enforces are warnings here, since direct Megatron Core users never run validate_args.
-SIZE_RULES = ("heads-divisible-by-tp", "query-groups-vs-tp", "ffn-divisible-by-tp",
-              "moe-ffn-divisible-by-etp", "uneven-stages", "uneven-with-account-split",
-              "account-split-with-vpp", "pipeline-layout-conflicts", "vpp-layers-at-build",
-              "moe-bias-needs-etp1", "moe-ffn-without-experts", "layers-divisible-by-pp",
-              "experts-divisible-by-ep")
+# The layout rules that apply to a config built in code, each an error for Megatron Core
+# users too.  Two rules' source in the layout table is Megatron-LM's validate_args; the value
+# says where Megatron Core itself fails on the same sizes (references/troubleshooting.md,
+# reproduced there).
+SIZE_RULES = {
+    "heads-divisible-by-tp": None,
+    "query-groups-vs-tp": None,
+    "ffn-divisible-by-tp": None,
+    "moe-ffn-divisible-by-etp": None,
+    "uneven-stages": None,
+    "uneven-with-account-split": None,
+    "account-split-with-vpp": None,
+    "pipeline-layout-conflicts": None,
+    "vpp-layers-at-build": None,
+    "moe-bias-needs-etp1": None,
+    "moe-ffn-without-experts": None,
+    "layers-divisible-by-pp": "Megatron Core asserts in get_num_layers_to_build when the "
+                              "block is built (troubleshooting PP-02)",
+    "experts-divisible-by-ep": "Megatron Core's MoELayer asserts, with no message, when it is "
+                               "built (troubleshooting MOE-03)",
+}
 
 
 def layout_of(kwargs):
@@ -96,11 +109,6 @@ def literal_sizes(ctx):
             continue  # sizes that are not positive integers: Megatron fails elsewhere
         for v in result.violations:
             rule = layout_rules.RULES_BY_ID[v.rule]
-            core = "megatron/core" in rule.source
-            yield ctx.finding(
-                call.line,
-                v.message
-                + ("" if core else " (Megatron-LM's validate_args rejects this; a direct "
-                   "Megatron Core build does not run that check)"),
-                v.fix, versions=rule.versions, severity="error" if core else "warning",
-                rule_id=f"layout.{v.rule}")
+            when = SIZE_RULES[v.rule] or (f"Megatron checks it {rule.late}" if rule.late else "")
+            yield ctx.finding(call.line, v.message + (f" ({when})" if when else ""), v.fix,
+                              versions=rule.versions, rule_id=f"layout.{v.rule}")
