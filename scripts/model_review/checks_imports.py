@@ -3,23 +3,25 @@ placeholder where Transformer Engine is not installed."""
 
 from __future__ import annotations
 
-# Names whose objects are Transformer Engine classes, or specs made of them.  Without TE,
-# megatron/core/extensions/transformer_engine.py binds ``te`` to ``unittest.mock.MagicMock()``
-# so these import fine and fail only when a module is built (tests/test_review_rules.py
-# builds each one without TE).
+from . import releases
+
+# Names whose objects are Transformer Engine classes, or specs made of them, with what fails
+# without TE (megatron/core/extensions/transformer_engine.py binds ``te`` to
+# ``unittest.mock.MagicMock()`` and the TE spec provider to None, so the imports succeed).
+# tests/test_review_te.py reproduces each failure: (exception, fixed text of its message).
 TE_MODULES = ("megatron.core.extensions.transformer_engine",)
+SPEC_FAILS = ("TypeError", "'NoneType' object is not callable")
+STACK_FAILS = ("StopIteration", " when instantiating ")
 TE_OBJECTS = {
     "megatron.core.models.gpt.gpt_layer_specs:get_gpt_layer_with_transformer_engine_spec":
-        "builds TE layers (TELayerNormColumnParallelLinear, TEDotProductAttention, ...)",
-    "megatron.core.models.hybrid.hybrid_layer_specs:hybrid_stack_spec":
-        "is made of TE classes",
-    "megatron.core.models.mamba.mamba_layer_specs:mamba_stack_spec":
-        "is made of TE classes",
+        SPEC_FAILS,
+    "megatron.core.models.hybrid.hybrid_layer_specs:hybrid_stack_spec": STACK_FAILS,
+    "megatron.core.models.mamba.mamba_layer_specs:mamba_stack_spec": STACK_FAILS,
 }
 # Spec functions that pick TE classes when a keyword says so.
 TE_WHEN = {
     "megatron.core.models.gpt.gpt_layer_specs:get_gpt_decoder_block_spec":
-        ("use_transformer_engine", True),
+        ("use_transformer_engine", True, SPEC_FAILS),
 }
 LOCAL_FIX = ("use the local spec (get_gpt_layer_local_spec) on machines without Transformer "
              "Engine, or install Transformer Engine")
@@ -68,33 +70,42 @@ def _where(view, name, imp=None):
     return f"from {module} import {obj}{alias}"
 
 
+MAGICMOCK_SINCE = "0.13.1"  # first indexed release whose TE module falls back to MagicMock
+
+
 def te_placeholders(ctx):
-    if ctx.has_te:
+    if ctx.has_te or releases.vkey(ctx.version) < releases.vkey(MAGICMOCK_SINCE):
         return
     seen = set()
     for imp in ctx.source.imports:
         target = imp.origin if imp.name else imp.module
-        hit = _te_reason(ctx, target)
-        if hit:
-            seen.add(imp.local)
+        what = _te_failure(ctx, target)
+        if what:
             yield ctx.finding(
                 imp.line,
-                f"Transformer Engine is not installed here, and {imp.origin.replace(':', '.')} "
-                f"{hit}: it imports (te is a MagicMock) but fails when the model is built",
-                LOCAL_FIX)
+                f"Transformer Engine is not installed here: {imp.origin.replace(':', '.')} "
+                f"imports, but {what}", LOCAL_FIX)
     for call in ctx.source.calls:
         obj_id = ctx.resolve_call(call)
         cond = TE_WHEN.get(obj_id or "")
         if cond and call.literal(cond[0]) == cond[1]:
             yield ctx.finding(
                 call.line,
-                f"Transformer Engine is not installed here, and {call.text}({cond[0]}="
-                f"{cond[1]!r}) builds TE layers (a MagicMock placeholder without TE)",
+                f"Transformer Engine is not installed here: {call.text}({cond[0]}="
+                f"{cond[1]!r}) {_fails(cond[2], 'calling it')}",
                 f"{cond[0]}=False, or install Transformer Engine")
 
 
-def _te_reason(ctx, target):
+def _fails(failure, when):
+    exc, text = failure
+    return f"{when} raises {exc} ({text!r})"
+
+
+def _te_failure(ctx, target):
     if target.startswith(TE_MODULES):
-        return "is a Transformer Engine wrapper"
+        return "its TE wrappers subclass a MagicMock and fail when built"
     resolved = ctx.view.resolve(target) if ctx.view is not None else target
-    return TE_OBJECTS.get(resolved or target)
+    failure = TE_OBJECTS.get(resolved or target)
+    if failure is None:
+        return None
+    return _fails(failure, "calling it" if failure is SPEC_FAILS else "building a model from it")

@@ -43,8 +43,8 @@ RULES = (
          checks_signatures.too_many_positional, needs_index=True),
     Rule("unresolved-import", "error", ALL, f"{API}#hybridmodel",
          checks_imports.unresolved_imports, needs_index=True),
-    Rule("te-placeholder", "warning", "0.12-0.19: megatron.core.extensions.transformer_engine "
-         "binds te to a MagicMock when Transformer Engine is missing",
+    Rule("te-placeholder", "warning", "0.13-0.19 (te is a MagicMock without TE from 0.13.1 "
+         "on; the failures are reproduced on 0.19.2)",
          f"{API}#hybridmodel", checks_imports.te_placeholders),
     Rule("layout", "error", "as the layout checker's rule says",
          f"{PAR}#rule-table", checks_layout.literal_sizes),
