@@ -32,6 +32,7 @@ LOG_METHODS = {"warning", "warn", "error", "critical", "exception", "fatal"}
 LOG_LEVELS = {"WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"}
 PERCENT_SPEC = re.compile(r"%(\([^)]*\))?[-#0 +]*(\*|\d+)?(\.(\*|\d+))?[hlL]?[sdifrucoxXeEgGa]")
 FORMAT_FIELD = re.compile(r"\{[^{}]*\}")
+MIN_BODY_NODES = 12  # ast nodes below which a body hash is left empty (never matched)
 
 
 def module_name(path: str) -> str:
@@ -58,6 +59,9 @@ def _body_hash(node: ast.AST) -> str:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
         body = body[1:]
+    # A body of a few nodes (pass, raise NotImplementedError, return x) says nothing about identity.
+    if sum(1 for b in body for _ in ast.walk(b)) < MIN_BODY_NODES:
+        return ""
     args = ast.dump(node.args) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
         ast.dump(ast.Tuple(elts=node.bases, ctx=ast.Load()))
     dumped = args + "".join(ast.dump(b) for b in body)
@@ -671,6 +675,14 @@ def compile_release(version: str, files: dict[str, str], source: str) -> dict:
                     src = comp.copied_signature(name, st)
                     params = _params(src[2].args) if src is not None else _params(st.args)
                     sigs[f"{name}:{n}.{st.name}"] = [params, f"{m.path}:{st.lineno}", _body_hash(st)]
+            # "step = step_legacy" in a class body: the alias is a method with the target's signature.
+            methods = {f.name: f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            for st in node.body:
+                if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                        and _public(st.targets[0].id) and isinstance(st.value, ast.Name) and st.value.id in methods:
+                    tgt = methods[st.value.id]
+                    sigs[f"{name}:{n}.{st.targets[0].id}"] = [_params(tgt.args), f"{m.path}:{st.lineno}",
+                                                              _body_hash(tgt), f"{name}:{n}.{tgt.name}"]
     return {
         "schema": 1,
         "version": version,

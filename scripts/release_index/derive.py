@@ -4,7 +4,9 @@ Lives with the loader (not in dev/) so that a test can re-derive the shipped eve
 shipped releases without the sources. Each event: [version, change, detail, successor, inferred],
 version being the first release with the new state.
 
-A name that disappears is, in this order:
+A name that disappears is, in this order (classes and functions; a method follows its class
+to the class's successor, or is renamed inside its class when its body is identical; a dataclass
+field moved, not inferred, when the class still has it through a base that now declares it):
 - moved/renamed, not inferred: its module still binds the name to a definition elsewhere
   (an import or alias: ``from new import X``, ``Old = New``) — Megatron said so in code;
 - moved/renamed, inferred: a definition added in the same release has an identical body
@@ -12,7 +14,9 @@ A name that disappears is, in this order:
   or a deprecation message of either release names it next to exactly one newly added name;
 - removed otherwise.
 Flags: renamed (not inferred) when the old flag became an alias of a new one; inferred when a new
-flag has the old flag's dest or a deprecation help/message names it.
+flag has the old flag's dest, a deprecation help/message names it, or its help text is nearly the
+old one's. Bodies under a dozen ast nodes have no hash (dev/release_ast.py), so "pass" or
+"raise NotImplementedError" never make two definitions look identical.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import difflib
 import re
 
+FLAG_HELP_SIMILAR = 0.85  # difflib ratio of help texts above which a new flag continues a removed one
 MSG_SIMILAR = 0.6  # difflib ratio above which a replaced message in one function counts as reworded
 
 
@@ -98,18 +103,21 @@ def _params_detail(old: list, new: list) -> tuple[str | None, str | None]:
     return ("; ".join(sig) or None), ("; ".join(defaults) or None)
 
 
-_NAME_IN_TEXT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+# "use X instead", "replaced by X", "renamed to X", "in favor of X": X is the successor.
+_SUCCESSOR_IN_TEXT = re.compile(
+    r"(?:\buse|\breplaced (?:by|with)|\brenamed to|\bmoved to|\bin favou?r of|\bsuperseded by)\s+[`'\"]?([A-Za-z_][\w.]*)",
+    re.I)
 
 
 def _deprecation_successor(old_name: str, msgs: list[list], added_names: dict[str, list[str]]) -> str | None:
-    """A newly added key that a deprecation message about old_name names (unique), else None."""
+    """The newly added key a deprecation message about old_name points to (unique), else None."""
     found = set()
     for kind, exc, text, *_ in msgs:
-        if old_name in text and re.search(r"deprecat|renamed|replaced|moved", text, re.I):
-            for tok in _NAME_IN_TEXT.findall(text):
-                tok = tok.rsplit(".", 1)[-1]
-                if tok != old_name and tok in added_names:
-                    found.update(added_names[tok])
+        if text and re.search(rf"\b{re.escape(old_name)}\b", text) and re.search(r"deprecat|renamed|replaced", text, re.I):
+            for tok in _SUCCESSOR_IN_TEXT.findall(text):
+                tok = tok.rstrip(".").rsplit(".", 1)[-1]
+                if tok != old_name:
+                    found.update(added_names.get(tok, []))
     return found.pop() if len(found) == 1 else None
 
 
@@ -169,37 +177,57 @@ def _pair(a: dict, b: dict, ca: dict, cb: dict, events: dict) -> None:
             new_by_name.setdefault(k.rsplit(":", 1)[-1].rsplit(".", 1)[-1], []).append(k)
     msgs = a["messages"] + b["messages"]
     successor_of: dict[str, tuple[str, str, bool]] = {}
+    # Modules, then classes and functions, then methods (a method follows its class).
     for k in gone:
-        kind = ca[k]
-        if kind == "flag":
-            continue
-        if kind == "module":
+        if ca[k] == "module":
             succ = _module_successor(a, b, k, new)
             if succ:
                 successor_of[k] = (succ, "moved", True)
+    for k in gone:
+        kind = ca[k]
+        if kind not in ("class", "function"):
             continue
-        if kind not in ("class", "function", "method"):
-            continue
-        name = k.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+        name = k.rsplit(":", 1)[-1]
         if k in tb:  # still bound in its module: an explicit alias or re-export
             succ = _resolve(tb, k)
             if succ != k and succ.split(":")[0].startswith("megatron"):
-                same = succ.rsplit(":", 1)[-1].rsplit(".", 1)[-1] == name
+                same = succ.rsplit(":", 1)[-1] == name
                 successor_of[k] = (succ, "moved" if same else "renamed", False)
                 continue
         rec = a["signatures"].get(k)
-        hits = new_by_hash.get(rec[2], []) if rec else []
+        hits = [h for h in new_by_hash.get(rec[2], []) if cb[h] == kind] if rec and rec[2] else []
         if len(hits) == 1:
-            same = hits[0].rsplit(":", 1)[-1].rsplit(".", 1)[-1] == name
+            same = hits[0].rsplit(":", 1)[-1] == name
             successor_of[k] = (hits[0], "moved" if same else "renamed", True)
             continue
         same_name = [h for h in new_by_name.get(name, []) if cb[h] == kind]
         if len(same_name) == 1:
             successor_of[k] = (same_name[0], "moved", True)
             continue
-        succ = _deprecation_successor(name, msgs, new_by_name)
+        succ = _deprecation_successor(name, msgs, {n: [h for h in hs if cb[h] == kind]
+                                                   for n, hs in new_by_name.items()})
         if succ:
             successor_of[k] = (succ, "renamed", True)
+    for k in gone:  # a field now declared by a base (or another class it inherits from)
+        if ca[k] != "field":
+            continue
+        cls, fname = k.rsplit(".", 1)
+        owner = next((f[6] for f in b["fields"].get(cls, []) if f[0] == fname), None)
+        if owner and owner != cls:
+            successor_of[k] = (f"{owner}.{fname}", "moved", False)
+    for k in gone:
+        if ca[k] != "method":
+            continue
+        cls, meth = k.rsplit(".", 1)
+        if cls in successor_of:
+            succ_cls, _, inferred = successor_of[cls]
+            if f"{succ_cls}.{meth}" in cb:
+                successor_of[k] = (f"{succ_cls}.{meth}", "moved", inferred)
+        elif cls in cb:  # the class stays: a method renamed inside it, if its body is identical
+            rec = a["signatures"].get(k)
+            hits = [h for h in new_by_hash.get(rec[2], []) if h.startswith(cls + ".")] if rec and rec[2] else []
+            if len(hits) == 1:
+                successor_of[k] = (hits[0], "renamed", True)
     # flags
     fa, fb = a["flags"] or {}, b["flags"] or {}
     b_alias = {al: f for f, r in fb.items() for al in (r.get("aliases") or [])}
@@ -216,7 +244,7 @@ def _pair(a: dict, b: dict, ca: dict, cb: dict, events: dict) -> None:
             successor_of[f] = (b_by_dest[fa[f]["dest"]][0], "renamed", True)
         else:
             helps = [[None, None, r.get("help") or "", "", "", 0] for r in fb.values()]
-            succ = _flag_from_help(f, helps + msgs, set(fb) - set(fa))
+            succ = _flag_from_help(f, helps + msgs, set(fb) - set(fa)) or _flag_same_help(fa[f], fa, fb)
             if succ:
                 successor_of[f] = (succ, "renamed", True)
     succeeded_by = {s: (k, c) for k, (s, c, _) in successor_of.items()}
@@ -275,6 +303,16 @@ def _flag_from_help(flag: str, msgs: list[list], new_flags: set[str]) -> str | N
         if flag in text and re.search(r"deprecat|renamed|replaced|instead", text, re.I):
             found.update(t for t in re.findall(r"--[a-z0-9][a-z0-9-]*", text) if t in new_flags)
     return found.pop() if len(found) == 1 else None
+
+
+def _flag_same_help(rec: dict, fa: dict, fb: dict) -> str | None:
+    """The one new flag whose help text is nearly the old flag's (a rename that kept the help)."""
+    old = " ".join((rec.get("help") or "").split())
+    if len(old) < 20:
+        return None
+    hits = [f for f, r in fb.items() if f not in fa and
+            difflib.SequenceMatcher(None, old, " ".join((r.get("help") or "").split())).ratio() >= FLAG_HELP_SIMILAR]
+    return hits[0] if len(hits) == 1 else None
 
 
 def _module_successor(a: dict, b: dict, mod: str, new: list[str]) -> str | None:

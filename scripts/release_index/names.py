@@ -138,7 +138,11 @@ def suggest(name: str, n: int = 5) -> list[str]:
     if name.startswith("-"):
         pool = [k for k in _events_data()["names"] if k.startswith("--")]
     elif name.startswith("megatron"):
-        pool = list(_events_data()["names"])
+        # Keys whose last part is near the query's last part, and modules: a small pool (fast).
+        last = name.replace(":", ".").rsplit(".", 1)[-1]
+        near = difflib.get_close_matches(last, list(_by_qualname()), n=10, cutoff=0.6)
+        pool = sorted({k for q in near for k in _by_qualname()[q]}
+                      | {k for k, (kind, _) in _events_data()["names"].items() if kind == "module"})
     else:
         pool = list(_by_qualname())
     return difflib.get_close_matches(name, pool, n=n, cutoff=0.6)

@@ -33,7 +33,8 @@ class Release:
 
         For a class: how it is called (its __init__ without self; a dataclass's fields).
         "copied_from" is set where @copy_signature makes inspect show another function's parameters
-        (the function itself is then (*args, **kwargs)).
+        (the function itself is then (*args, **kwargs)), and for a method alias in a class body
+        ("step = step_legacy": the target method).
         """
         rec = self._raw["signatures"].get(obj_id)
         if rec is None:
@@ -73,6 +74,61 @@ class Release:
         """Fixed text of raise/assert/warnings.warn/logger calls; "{}" stands for each variable part."""
         return [{"kind": k, "exc": e, "text": t, "file": f, "function": fn, "line": ln}
                 for k, e, t, f, fn, ln in self._raw["messages"]]
+
+    def resolve(self, name: str) -> str | None:
+        """Where a public name as a user writes it leads in this release, or None if it does not exist.
+
+        name: "pkg.mod", "pkg.mod:Attr", "pkg.mod.Attr" or with a member ("...:Class.method",
+        "...:Config.field"). Imports and aliases are followed (``megatron.core.transformer:TransformerConfig``
+        -> ``megatron.core.transformer.transformer_config:TransformerConfig``); a module resolves to
+        its dotted name. Only what the index holds is known: public names, re-exports from megatron,
+        public methods and dataclass fields (a plain class attribute resolves to None).
+        """
+        mods = self._raw["modules"]
+        if ":" in name:
+            mod, rest = name.split(":", 1)
+            if mod not in mods:
+                return None
+            parts = rest.split(".")
+        else:
+            bits = name.split(".")
+            k = next((i for i in range(len(bits), 0, -1) if ".".join(bits[:i]) in mods), 0)
+            if not k:
+                return None
+            mod, parts = ".".join(bits[:k]), bits[k:]
+        cur = mod
+        for i, part in enumerate(parts):
+            cur = self._step(cur, part)
+            if cur is None:
+                return None
+        return cur
+
+    def _step(self, cur: str, part: str, depth: int = 0) -> str | None:
+        mods = self._raw["modules"]
+        if ":" not in cur:  # a module
+            entry = mods.get(cur, {}).get(part)
+            if entry is None:
+                return f"{cur}.{part}" if f"{cur}.{part}" in mods else None
+            kind, target = entry
+            if kind in ("class", "function") or target is None:
+                return f"{cur}:{part}"
+            if depth > 12:
+                return None
+            if ":" not in target:  # import a.b.c binds the top package
+                return target if target in mods else None
+            tmod, tname = target.split(":", 1)
+            if tmod not in mods:
+                return None
+            again = mods[tmod].get(tname)
+            if f"{tmod}.{tname}" in mods and (again is None or again == [kind, target]):
+                return f"{tmod}.{tname}"  # from pkg import submodule
+            return self._step(tmod, tname, depth + 1)
+        key = f"{cur}.{part}"
+        if key in self._raw["signatures"]:
+            return key
+        if any(f[0] == part for f in self._raw["fields"].get(cur, [])):
+            return key
+        return None
 
     def signature_ids(self) -> list[str]:
         return list(self._raw["signatures"])
