@@ -11,9 +11,6 @@ from __future__ import annotations
 import difflib
 import re
 
-MAX_IMPORT_HOPS = 10
-
-
 def load_index():
     """The release_index package (scripts/release_index), or None when it is missing."""
     try:
@@ -58,23 +55,9 @@ class View:
         return self.rel.names(module) or {} if module in self._modules else {}
 
     def resolve(self, obj_id):
-        """Follow re-exports: 'megatron.core.models.gpt:GPTModel' ->
+        """Follow re-exports through the index: 'megatron.core.models.gpt:GPTModel' ->
         'megatron.core.models.gpt.gpt_model:GPTModel'; None when it does not resolve."""
-        seen = 0
-        while obj_id and seen < MAX_IMPORT_HOPS:
-            module, _, name = obj_id.partition(":")
-            if not name:
-                return obj_id if module in self._modules else None
-            if f"{module}.{name}" in self._modules:
-                return f"{module}.{name}"  # a submodule
-            entry = self.names(module).get(name)
-            if entry is None:
-                return None
-            if entry.get("kind") != "import" or not entry.get("target"):
-                return obj_id
-            obj_id = entry["target"]
-            seen += 1
-        return None
+        return self.rel.resolve(obj_id)
 
     def find_definitions(self, name):
         """Every 'module:name' where the release defines (not imports) ``name``."""
