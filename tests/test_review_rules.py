@@ -159,3 +159,11 @@ def test_hybrid_pattern_builds_the_gpt_layers():
         assert shapes(gpt) == shapes(hyb)
     finally:
         parallel_state.destroy_model_parallel()
+
+
+def test_positional_mismatch_is_silent_in_0_19_2():
+    """The fifth positional argument of the GPT layer-spec functions is fp8: an attention
+    variant passed there is accepted and changes nothing (0.19.0's own gpt_builders.py)."""
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    assert repr(get_gpt_layer_local_spec(None, False, False, False, "gated_delta_net")) == \
+        repr(get_gpt_layer_local_spec())

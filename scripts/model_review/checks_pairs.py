@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import ast
 
-from . import targets
+from . import checks_signatures, targets
 
-# Spec parameter -> config field, where the names differ.
-ALIASES = {"num_experts": "num_moe_experts"}
+ALIASES = checks_signatures.ALIASES
 # Spec functions whose pairs the tests build both ways without Transformer Engine.
 PROVEN = (
     "megatron.core.models.gpt.gpt_layer_specs:get_gpt_layer_local_spec",

@@ -3,6 +3,7 @@ real signatures (from the release index)."""
 
 from __future__ import annotations
 
+import ast
 import re
 
 from . import releases, targets
@@ -151,3 +152,37 @@ def too_many_positional(ctx):
                 f"{ctx.version}; the call passes {call.n_positional}",
                 "pass the extra arguments by keyword: "
                 + ", ".join(p["name"] for p in params if p["kind"] != "var_keyword"))
+
+
+# A spec parameter and the config field it carries, where the names differ.
+ALIASES = {"num_experts": "num_moe_experts"}
+
+
+def positional_mismatch(ctx):
+    """A positional argument that names a config setting (``config.X`` or ``X``) but lands in
+    a parameter of another name: the setting goes to the wrong place, silently."""
+    fields = {f["name"] for f in (ctx.view.rel.fields(targets.TC) or [])}
+    for call, obj_id, params, _ in checked_calls(ctx):
+        slots = [p for p in params if p["kind"] in POSITIONAL]
+        names = {p["name"] for p in params}
+        for arg, slot in zip(call.node.args, slots):
+            said = _named(arg)
+            if said is None or said not in fields or said in (slot["name"],
+                                                                ALIASES.get(slot["name"])):
+                continue
+            where = (f"its parameter {said!r} is elsewhere" if said in names
+                     else f"it has no parameter {said!r}")
+            yield ctx.finding(
+                arg.lineno,
+                f"positional argument {ast.unparse(arg)} lands in parameter {slot['name']!r} of "
+                f"{targets.short(obj_id)}() in {ctx.version}; {where}",
+                f"{said}={ast.unparse(arg)}" if said in names else
+                f"drop it, or pass {slot['name']}= by keyword")
+
+
+def _named(node):
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None

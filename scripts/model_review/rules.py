@@ -41,6 +41,9 @@ RULES = (
          checks_signatures.missing_required, needs_index=True),
     Rule("too-many-positional", "error", ALL, f"{API}#specs-modulespec-build_module-layer-and-block-specs",
          checks_signatures.too_many_positional, needs_index=True),
+    Rule("positional-mismatch", "warning", ALL,
+         f"{API}#specs-modulespec-build_module-layer-and-block-specs",
+         checks_signatures.positional_mismatch, needs_index=True),
     Rule("unresolved-import", "error", ALL, f"{API}#hybridmodel",
          checks_imports.unresolved_imports, needs_index=True),
     Rule("te-placeholder", "warning", "0.13-0.19 (te is a MagicMock without TE from 0.13.1 "
