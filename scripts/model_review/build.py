@@ -10,7 +10,9 @@ import re
 import subprocess
 import sys
 
-CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "build_child.py")
+from . import build_child  # standard library at import time; run as a script in the child
+
+CHILD = os.path.abspath(build_child.__file__)
 TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
