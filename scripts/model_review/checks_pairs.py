@@ -50,8 +50,15 @@ def _default(text):
 
 def pairs(view, spec_id, config_id=targets.TC):
     """[(spec parameter, config field, spec default, config default)] in this release."""
+    key = ("pairs", spec_id, config_id, tuple(NOT_FLAGGED))
+    if key not in view.memo:
+        view.memo[key] = _pairs(view, spec_id, config_id)
+    return view.memo[key]
+
+
+def _pairs(view, spec_id, config_id):
     sig = view.signature(spec_id)
-    fields = view.rel.fields(config_id) or []
+    fields = view.fields(config_id) or []
     by_name = {f["name"]: f for f in fields}
     out = []
     for p in (sig or {}).get("params", []):

@@ -33,14 +33,23 @@ def _params(ctx, obj_id):
 
 
 def checked_calls(ctx):
-    """(call, obj_id, params, accepts_kwargs) for every call of a checked object."""
-    for call in ctx.source.calls:
-        obj_id = ctx.resolve_call(call)
-        if obj_id is None or not targets.is_checked(obj_id):
-            continue
-        got = _params(ctx, obj_id)
-        if got is not None:
-            yield call, obj_id, got[0], got[1]
+    """(call, obj_id, params, accepts_kwargs) for every call of a checked object (computed
+    once per file and release: several rules read it)."""
+    key = ("checked_calls", ctx.version)
+    cache = ctx.source.cache
+    if key not in cache:
+        params_of, out = {}, []
+        for call in ctx.source.calls:
+            obj_id = ctx.resolve_call(call)
+            if obj_id is None or not targets.is_checked(obj_id):
+                continue
+            if obj_id not in params_of:
+                params_of[obj_id] = _params(ctx, obj_id)
+            got = params_of[obj_id]
+            if got is not None:
+                out.append((call, obj_id, got[0], got[1]))
+        cache[key] = out
+    return cache[key]
 
 
 def _bad_keywords(ctx):
@@ -94,6 +103,7 @@ def deprecated_keywords(ctx):
     for m in ctx.view.messages():
         if m.get("kind") in ("warn", "log") and "deprecat" in m.get("text", "").lower():
             by_file.setdefault(m.get("file"), []).append(m)
+    seen = {}
     for call, obj_id, params, _ in checked_calls(ctx):
         sig = ctx.view.signature(obj_id) or {}
         path = (sig.get("source") or "").rpartition(":")[0]
@@ -102,7 +112,9 @@ def deprecated_keywords(ctx):
         for kw in call.kwargs:
             if kw not in names:
                 continue
-            hit = next((m for m in msgs if _deprecates(m["text"], kw)), None)
+            if (path, kw) not in seen:
+                seen[(path, kw)] = next((m for m in msgs if _deprecates(m["text"], kw)), None)
+            hit = seen[(path, kw)]
             if hit:
                 yield ctx.finding(
                     call.kw_lines[kw],
@@ -161,7 +173,7 @@ ALIASES = {"num_experts": "num_moe_experts"}
 def positional_mismatch(ctx):
     """A positional argument that names a config setting (``config.X`` or ``X``) but lands in
     a parameter of another name: the setting goes to the wrong place, silently."""
-    fields = {f["name"] for f in (ctx.view.rel.fields(targets.TC) or [])}
+    fields = {f["name"] for f in (ctx.view.fields(targets.TC) or [])}
     for call, obj_id, params, _ in checked_calls(ctx):
         slots = [p for p in params if p["kind"] in POSITIONAL]
         names = {p["name"] for p in params}

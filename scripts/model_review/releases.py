@@ -41,6 +41,9 @@ class View:
         self.rel = index.load(version)
         self._modules = set(self.rel.modules())
         self._roots = {".".join(m.split(".")[:2]) for m in self._modules}
+        self._resolved, self._signatures = {}, {}  # a file repeats the same calls: ask once
+        self._fields = {}
+        self.memo = {}  # derived per-release results rules keep (config/spec pairs)
 
     # -- names
     def covers(self, module):
@@ -57,7 +60,9 @@ class View:
     def resolve(self, obj_id):
         """Follow re-exports through the index: 'megatron.core.models.gpt:GPTModel' ->
         'megatron.core.models.gpt.gpt_model:GPTModel'; None when it does not resolve."""
-        return self.rel.resolve(obj_id)
+        if obj_id not in self._resolved:
+            self._resolved[obj_id] = self.rel.resolve(obj_id)
+        return self._resolved[obj_id]
 
     def find_definitions(self, name):
         """Every 'module:name' where the release defines (not imports) ``name``."""
@@ -70,7 +75,14 @@ class View:
 
     # -- signatures
     def signature(self, obj_id):
-        return self.rel.signature(obj_id)
+        if obj_id not in self._signatures:
+            self._signatures[obj_id] = self.rel.signature(obj_id)
+        return self._signatures[obj_id]
+
+    def fields(self, class_id):
+        if class_id not in self._fields:
+            self._fields[class_id] = self.rel.fields(class_id)
+        return self._fields[class_id]
 
     def messages(self):
         return self.rel.messages() or []

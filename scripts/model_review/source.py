@@ -85,6 +85,7 @@ class Source:
     functions: list
     classes: list
     tree: ast.AST = dataclasses.field(repr=False, default=None)
+    cache: dict = dataclasses.field(repr=False, default_factory=dict)  # per-file results rules share
 
     def calls_to(self, *targets):
         wanted = set(targets)
