@@ -26,15 +26,9 @@ BASE = dict(num_layers=2, hidden_size=64, num_attention_heads=4, use_cpu_initial
 
 @pytest.fixture(scope="module")
 def world():
-    import torch
-    from megatron.core import parallel_state
-    from procutil import free_port
-    if not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
-                                             rank=0, world_size=1)
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1)
-    yield
-    parallel_state.destroy_model_parallel()
+    from review_helpers import cpu_world
+    with cpu_world():
+        yield
 
 
 def built(spec_fn, field, param, with_value):

@@ -87,21 +87,20 @@ def test_layout_rule_ids_are_the_layout_checkers():
         assert f["rule"].split(".", 1)[1] in layout_rules.RULES_BY_ID
 
 
-def test_gptmodel_deprecation_message_first_in_0_19_0():
-    """The deprecation's first release, against the released sources."""
+@pytest.mark.parametrize("path,message,since,before", [
+    ("megatron/core/models/gpt/gpt_model.py", checks_models.GPT_MESSAGE,
+     checks_models.GPT_DEPRECATED_SINCE, "0.18.2"),
+    ("megatron/core/models/mamba/mamba_model.py", checks_models.MAMBA_MESSAGE,
+     checks_models.MAMBA_DEPRECATED_SINCE, "0.17.1"),
+])
+def test_deprecation_first_release(path, message, since, before):
+    """Each deprecation's first release, against the released sources."""
     upstream = pytest.importorskip("upstream_sources")
-    path = "megatron/core/models/gpt/gpt_model.py"
     try:
-        now, before = upstream.source_at("0.19.0", path), upstream.source_at("0.18.2", path)
+        now, old = upstream.source_at(since, path), upstream.source_at(before, path)
     except upstream.Unavailable as exc:
-        pytest.skip(f"GPTModel deprecated since 0.19.0: sources unavailable ({exc})")
-    assert checks_models.GPT_MESSAGE in now and checks_models.GPT_MESSAGE not in before
-    path = "megatron/core/models/mamba/mamba_model.py"
-    try:
-        now, before = upstream.source_at("0.18.0", path), upstream.source_at("0.17.1", path)
-    except upstream.Unavailable as exc:
-        pytest.skip(f"MambaModel deprecated since 0.18.0: sources unavailable ({exc})")
-    assert checks_models.MAMBA_MESSAGE in now and checks_models.MAMBA_MESSAGE not in before
+        pytest.skip(f"{path} deprecated since {since}: sources unavailable ({exc})")
+    assert message in now and message not in old
 
 
 def test_group_fields_match_use_mpu_process_groups():
@@ -122,8 +121,6 @@ def test_group_fields_match_use_mpu_process_groups():
 def test_hybrid_pattern_builds_the_gpt_layers():
     """A GPT config of N layers and HybridModel with '*-' * N build the same decoder
     parameters (HybridModel's final norm switched off: TENorm needs TE)."""
-    import torch
-    from megatron.core import parallel_state
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.models.gpt.gpt_model import GPTModel
     from megatron.core.models.hybrid.hybrid_block import HybridStack, HybridStackSubmodules
@@ -131,12 +128,8 @@ def test_hybrid_pattern_builds_the_gpt_layers():
     from megatron.core.transformer.spec_utils import ModuleSpec
     from megatron.core.transformer.transformer_config import TransformerConfig
     from megatron.core.transformer.transformer_layer import TransformerLayer
-    from procutil import free_port
-    if not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
-                                             rank=0, world_size=1)
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1)
-    try:
+    from review_helpers import cpu_world
+    with cpu_world():
         n = 2
         kw = dict(hidden_size=64, num_attention_heads=4, use_cpu_initialization=True)
         gpt = GPTModel(TransformerConfig(num_layers=n, **kw), get_gpt_layer_local_spec(), 128, 32,
@@ -157,8 +150,6 @@ def test_hybrid_pattern_builds_the_gpt_layers():
         shapes = lambda m: sorted(tuple(p.shape) for name, p in m.named_parameters()  # noqa: E731
                                   if name.startswith("decoder.layers"))
         assert shapes(gpt) == shapes(hyb)
-    finally:
-        parallel_state.destroy_model_parallel()
 
 
 def test_positional_mismatch_is_silent_in_0_19_2():

@@ -21,15 +21,9 @@ pytestmark = pytest.mark.skipif(te_installed(), reason="the MagicMock claims nee
 
 @pytest.fixture(scope="module")
 def world():
-    import torch
-    from megatron.core import parallel_state
-    from procutil import free_port
-    if not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}",
-                                             rank=0, world_size=1)
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1)
-    yield
-    parallel_state.destroy_model_parallel()
+    from review_helpers import cpu_world
+    with cpu_world():
+        yield
 
 
 def _obj(obj_id):

@@ -7,9 +7,7 @@ tests/test_review_pairs.py builds both ways and sees a different module."""
 
 from __future__ import annotations
 
-import ast
-
-from . import checks_signatures, targets
+from . import checks_signatures, source, targets
 
 ALIASES = checks_signatures.ALIASES
 # Spec functions whose pairs the tests build both ways without Transformer Engine.
@@ -33,19 +31,11 @@ SENTINEL = object()
 
 
 def _literal(node):
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return SENTINEL
+    return source.literal(node, SENTINEL)
 
 
 def _default(text):
-    if text is None:
-        return SENTINEL
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return SENTINEL
+    return SENTINEL if text is None else source.literal(text, SENTINEL)
 
 
 def pairs(view, spec_id, config_id=targets.TC):

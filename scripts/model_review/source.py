@@ -44,12 +44,7 @@ class Call:
     def literal(self, name, default=None):
         """The keyword's value when it is a literal (number, string, bool, None, tuple...)."""
         node = self.kwargs.get(name)
-        if node is None:
-            return default
-        try:
-            return ast.literal_eval(node)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            return default
+        return default if node is None else literal(node, default)
 
     def literal_kwargs(self):
         out = {}
@@ -102,6 +97,14 @@ def parse(text: str, path: str) -> Source:
     v = _Visitor()
     v.visit(tree)
     return Source(path, text, v.imports, v.calls, v.functions, v.classes, tree)
+
+
+def literal(node_or_text, default=None):
+    """ast.literal_eval of a node or source text, or ``default`` when it is not a literal."""
+    try:
+        return ast.literal_eval(node_or_text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return default
 
 
 def dotted(node) -> Optional[str]:
