@@ -158,3 +158,36 @@ def test_positional_mismatch_is_silent_in_0_19_2():
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     assert repr(get_gpt_layer_local_spec(None, False, False, False, "gated_delta_net")) == \
         repr(get_gpt_layer_local_spec())
+
+
+def test_global_group_in_a_provider_that_builds_a_model(tmp_path):
+    """A function that constructs a model taking pg_collection, reading the legacy alias mpu
+    (megatron.core.mpu is parallel_state in 0.19.2); the same read outside such a function is
+    not reported."""
+    path = tmp_path / "p.py"
+    path.write_text(
+        "from megatron.core import mpu\n"
+        "from megatron.core.models.gpt import GPTModel\n\n"
+        "def provider(config, spec):\n"
+        "    rank = mpu.get_tensor_model_parallel_rank()\n"
+        "    return GPTModel(config, spec, 128, 32)\n\n"
+        "def log_rank():\n"
+        "    return mpu.get_tensor_model_parallel_rank()\n")
+    (f,) = run(path, "global-process-group")
+    assert f["line"] == 5 and f["fix"] == "use pg_collection.tp.rank()"
+
+
+def test_group_replacements_give_the_same_values():
+    """The fixes' pg_collection expressions evaluate on a real ProcessGroupCollection and agree
+    with the getters (world size 1: this proves the attribute paths, not multi-rank values;
+    the group each field holds is checked by test_group_fields_match_use_mpu_process_groups)."""
+    from megatron.core import parallel_state
+    from megatron.core.process_groups_config import ProcessGroupCollection
+    from review_helpers import cpu_world
+    with cpu_world():
+        pg = ProcessGroupCollection.use_mpu_process_groups()
+        for getter in ("get_tensor_model_parallel_rank", "get_tensor_model_parallel_world_size",
+                       "get_pipeline_model_parallel_rank", "get_context_parallel_world_size",
+                       "get_expert_model_parallel_rank", "get_data_parallel_world_size"):
+            expr = checks_groups.replacement(getter)
+            assert eval(expr, {"pg_collection": pg}) == getattr(parallel_state, getter)(), getter  # noqa: S307
