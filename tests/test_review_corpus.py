@@ -47,7 +47,7 @@ def corpus(tag):
 
 
 def review(sources, version="0.19.2"):
-    findings, _ = review_sources(sources, version, releases.View(release_index, version),
+    findings = review_sources(sources, version, releases.View(release_index, version),
                                  release_index, has_te=True)
     return findings
 

@@ -5,13 +5,13 @@ Standard library only; the reviewed code is parsed with ``ast``, never imported 
 
 - ``review.review_paths(paths, version=None, index=None, rule_ids=None) -> dict``: the
   ``--json`` object (schema below); raises ``review.BadInput`` with one line.
-- ``rules.RULES``: the rule table (id, severity, versions, reference, check, needs_index).
+- ``rules.RULES``: the rule table (id, severity, versions, reference, check).
 - ``build.run_build(spec, version, timeout) -> dict``: the ``--build`` result.
 
 JSON schema (``SCHEMA_VERSION``): ``schema_version``, ``megatron_version``
 (``{"version", "source"}``), ``findings`` (``rule``, ``path``, ``line``, ``severity``,
 ``message``, ``fix``, ``versions``, ``reference``), ``summary`` (``files``, ``errors``,
-``warnings``, ``infos``, ``by_rule``, ``skipped_rules``), and ``build`` with ``--build``.
+``warnings``, ``infos``, ``by_rule``), and ``build`` with ``--build``.
 """
 
 SCHEMA_VERSION = 1

@@ -46,50 +46,45 @@ def _read(path):
 
 
 def review_sources(sources, version, view, index, rule_ids=None, has_te=None):
-    findings, skipped = [], []
+    findings = []
     for rule in RULES:
         if rule_ids is not None and rule.id not in rule_ids:
-            continue
-        if rule.needs_index and view is None:
-            skipped.append({"rule": rule.id, "reason": "no release index in this checkout "
-                            "(scripts/release_index)"})
             continue
         for src in sources:
             ctx = Ctx(src, version, view, index, has_te)
             ctx.rule = rule
             findings.extend(rule.check(ctx))
     findings.sort(key=lambda f: (f.path, f.line, f.rule))
-    return findings, skipped
+    return findings
 
 
-def summary(findings, skipped, n_files):
+def summary(findings, n_files):
     by_rule = {}
     for f in findings:
         by_rule[f.rule] = by_rule.get(f.rule, 0) + 1
     count = lambda sev: sum(1 for f in findings if f.severity == sev)  # noqa: E731
     return {"files": n_files, "errors": count("error"), "warnings": count("warning"),
-            "infos": count("info"), "by_rule": dict(sorted(by_rule.items())),
-            "skipped_rules": skipped}
+            "infos": count("info"), "by_rule": dict(sorted(by_rule.items()))}
 
 
-def review_paths(paths, version=None, index=None, rule_ids=None, use_index=True, has_te=None):
-    if index is None and use_index:
+def review_paths(paths, version=None, index=None, rule_ids=None, has_te=None):
+    if index is None:
         index = releases.load_index()
     try:
         chosen, how = releases.resolve(version, index)
     except ValueError as exc:
         raise BadInput(str(exc).splitlines()[0]) from None
-    view = releases.View(index, chosen) if index is not None else None
+    view = releases.View(index, chosen)
     sources = []
     for path in _files(paths):
         try:
             sources.append(source.parse(_read(path), "<stdin>" if path == "-" else path))
         except source.ParseError as exc:
             raise BadInput(str(exc)) from None
-    findings, skipped = review_sources(sources, chosen, view, index, rule_ids, has_te)
+    findings = review_sources(sources, chosen, view, index, rule_ids, has_te)
     return {
         "schema_version": SCHEMA_VERSION,
         "megatron_version": {"version": chosen, "source": how},
         "findings": [f.to_dict() for f in findings],
-        "summary": summary(findings, skipped, len(sources)),
+        "summary": summary(findings, len(sources)),
     }
