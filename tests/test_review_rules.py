@@ -191,3 +191,18 @@ def test_group_replacements_give_the_same_values():
                        "get_expert_model_parallel_rank", "get_data_parallel_world_size"):
             expr = checks_groups.replacement(getter)
             assert eval(expr, {"pg_collection": pg}) == getattr(parallel_state, getter)(), getter  # noqa: S307
+
+
+def test_unresolved_import_severity(tmp_path):
+    """Removed from a module the index saw it in: error.  Absent from a plain module that may
+    bind it from another package (fp8_utils binds FP8_TENSOR_CLASS from Transformer Engine):
+    warning, since the index records megatron names only."""
+    path = tmp_path / "i.py"
+    path.write_text("from megatron.training.utils import get_batch_on_this_cp_rank\n"
+                    "from megatron.core.fp8_utils import FP8_TENSOR_CLASS\n")
+    removed, third_party = run(path, "unresolved-import")
+    assert removed["severity"] == "error" and "it is there in 0.12.3" in removed["message"]
+    assert removed["fix"] == "from megatron.core.utils import get_batch_on_this_cp_rank"
+    assert third_party["severity"] == "warning"
+    fp8_utils = Path(__import__("megatron.core.fp8_utils", fromlist=["x"]).__file__).read_text()
+    assert "as FP8_TENSOR_CLASS" in fp8_utils

@@ -43,18 +43,42 @@ def unresolved_imports(ctx):
                 imp.line, f"module {imp.module} does not exist in {ctx.version}",
                 _where(view, imp.name, imp))
             continue
-        if imp.name.startswith("_") or view.resolve(imp.origin) is not None:
-            continue  # the index keeps public names only
+        if imp.name.startswith("_") or imp.name in view.names(imp.module) or \
+                view.has_module(f"{imp.module}.{imp.name}"):
+            continue  # the index keeps public names only; a re-export may lead to a private module
         exports = sorted(view.names(imp.module))
         if not exports and not _is_package_of_known(view, imp.module):
             # A plain module with no recorded name re-exports through "import *", which the
             # index does not expand (mamba_layer_specs in 0.18+): no verdict there.
             continue
-        yield ctx.finding(
-            imp.line,
-            f"{imp.module} has no name {imp.name!r} in {ctx.version} "
-            + (f"(it exports {len(exports)} names)" if exports else "(it exports nothing)"),
-            _where(view, imp.name, imp))
+        said = (f"{imp.module} has no name {imp.name!r} in {ctx.version} "
+                + (f"(it exports {len(exports)} names)" if exports else "(it exports nothing)"))
+        had = _releases_of(ctx, f"{imp.module}:{imp.name}")
+        if had:  # the index saw it here in other releases: removed (or not yet added)
+            yield ctx.finding(imp.line, f"{said}; it is there in {', '.join(had)}",
+                              _where(view, imp.name, imp))
+        elif _is_package_of_known(view, imp.module):  # a package __init__ (hybrid: empty)
+            yield ctx.finding(imp.line, said, _where(view, imp.name, imp))
+        else:
+            # A plain module may bind the name from another package (fp8_utils binds
+            # FP8_TENSOR_CLASS from Transformer Engine); the index records megatron names only.
+            yield ctx.finding(imp.line, said + " (a name the module binds from another package "
+                              "cannot be checked: the index records megatron names only)",
+                              _where(view, imp.name, imp), severity="warning")
+
+
+def _releases_of(ctx, key):
+    """Indexed releases whose module has the name (defined there, or imported: the index's
+    catalog lists defined names only, so re-exports are looked up release by release)."""
+    found = tuple(ctx.index.releases_of(key))
+    if found:
+        return found
+    module, _, name = key.partition(":")
+    out = []
+    for version in ctx.index.RELEASES:
+        if name in (ctx.index.load(version).names(module) or {}):
+            out.append(version)
+    return tuple(out)
 
 
 def _is_package_of_known(view, module):
