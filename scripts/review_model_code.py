@@ -91,6 +91,8 @@ def render_text(out):
                              f"module as the default {ne['default']!r}")
         else:
             lines.append(f"build {b['target']} failed: {b.get('error')}")
+            if b.get("hint"):
+                lines.append(f"    hint: {b['hint']}")
             m = b.get("match")
             if m and m.get("matches"):
                 top = m["matches"][0]

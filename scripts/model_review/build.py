@@ -47,5 +47,8 @@ def run_build(target, search_dirs, version, timeout, python=None):
     if not result["ok"]:
         tb = result["traceback"]
         result["error"] = tb.strip().splitlines()[-1][:500]
+        if re.search(r"No module named '(torch|megatron)'", result["error"]):
+            result["hint"] = (f"{sys.executable} has no torch or megatron-core: run this "
+                              "script with the Python you train with")
         result["match"], result["match_reason"] = match(tb, version)
     return result
