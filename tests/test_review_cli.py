@@ -73,3 +73,17 @@ def test_directory_and_stdin():
     assert out["summary"]["files"] == len(list(DATA.rglob("*.py")))
     r = cli("-", "--json", stdin=(DATA / "layout.bad.py").read_text())
     assert json.loads(r.stdout)["findings"][0]["path"] == "<stdin>"
+
+
+OLD_PY = Path(os.environ.get("OLD_VENV", REPO / ".venv-0161")) / "bin" / "python"
+
+
+@pytest.mark.skipif(not OLD_PY.exists(), reason="the installed-release default needs .venv-0161 "
+                    "(megatron-core 0.16.1; tests/fixtures/make_old_env.sh, or OLD_VENV)")
+def test_installed_release_is_the_default():
+    """Under megatron-core 0.16.1 the review checks against 0.16.1 (read with
+    importlib.metadata): MLATransformerConfig's max_position_embeddings is gone there too."""
+    r = cli(DATA / "removed-keyword.bad.py", "--json", python=str(OLD_PY))
+    out = json.loads(r.stdout)
+    assert out["megatron_version"] == {"version": "0.16.1", "source": "installed megatron-core"}
+    assert out["summary"]["by_rule"] == {"removed-keyword": 1}
