@@ -11,6 +11,11 @@ from . import releases, targets
 POSITIONAL = ("positional_only", "positional_or_keyword")
 
 
+def _found(ctx, obj_id, *args, **kwargs):
+    """A finding that links the api-reference section documenting obj_id."""
+    return ctx.finding(*args, reference=targets.reference(obj_id), **kwargs)
+
+
 def _params(ctx, obj_id):
     """(params without self, accepts **kwargs) of obj_id in the chosen release, following
     FORWARDS; None when the index has no signature."""
@@ -69,7 +74,7 @@ def unknown_keywords(ctx):
         if history:
             continue  # another release has it: removed-keyword (or not yet added) reports it
         near = releases.nearest(kw, valid)
-        yield ctx.finding(
+        yield _found(ctx, obj_id,
             call.kw_lines[kw],
             f"{targets.short(obj_id)}() has no keyword {kw!r} in {ctx.version} "
             f"({obj_id}); it raises TypeError: ... got an unexpected keyword argument '{kw}'",
@@ -87,7 +92,7 @@ def removed_keywords(ctx):
         else:
             when = f"added in {history[0]}"
         succ = releases.successor(ctx.index, obj_id, kw) or releases.nearest(kw, valid)
-        yield ctx.finding(
+        yield _found(ctx, obj_id,
             call.kw_lines[kw],
             f"{targets.short(obj_id)}() ({obj_id}) keyword {kw!r} is not accepted by "
             f"{ctx.version}: {when}; "
@@ -116,7 +121,7 @@ def deprecated_keywords(ctx):
                 seen[(path, kw)] = next((m for m in msgs if _deprecates(m["text"], kw)), None)
             hit = seen[(path, kw)]
             if hit:
-                yield ctx.finding(
+                yield _found(ctx, obj_id,
                     call.kw_lines[kw],
                     f"{targets.short(obj_id)}() keyword {kw!r} is deprecated in {ctx.version}: "
                     f"{hit['file']}:{hit['line']} says \"{hit['text']}\"",
@@ -145,7 +150,7 @@ def missing_required(ctx):
                 continue
             if p["name"] in call.kwargs:
                 continue
-            yield ctx.finding(
+            yield _found(ctx, obj_id,
                 call.line,
                 f"{targets.short(obj_id)}() requires {p['name']!r} in {ctx.version} and the "
                 f"call does not pass it (TypeError: missing a required argument)",
@@ -158,7 +163,7 @@ def too_many_positional(ctx):
             continue
         positional = [p for p in params if p["kind"] in POSITIONAL]
         if call.n_positional > len(positional):
-            yield ctx.finding(
+            yield _found(ctx, obj_id,
                 call.line,
                 f"{targets.short(obj_id)}() takes {len(positional)} positional arguments in "
                 f"{ctx.version}; the call passes {call.n_positional}",
@@ -184,7 +189,7 @@ def positional_mismatch(ctx):
                 continue
             where = (f"its parameter {said!r} is elsewhere" if said in names
                      else f"it has no parameter {said!r}")
-            yield ctx.finding(
+            yield _found(ctx, obj_id,
                 arg.lineno,
                 f"positional argument {ast.unparse(arg)} lands in parameter {slot['name']!r} of "
                 f"{targets.short(obj_id)}() in {ctx.version}; {where}",

@@ -40,10 +40,11 @@ class Ctx:
         self.has_te = te_installed() if has_te is None else has_te
         self.rule = None  # set by the runner before each check
 
-    def finding(self, line, message, fix="", versions=None, severity=None, rule_id=None):
+    def finding(self, line, message, fix="", versions=None, severity=None, rule_id=None,
+                reference=None):
         r = self.rule
-        return Finding(rule_id or r.id, self.source.path, line, severity or r.severity, message, fix,
-                       versions or r.versions, r.reference)
+        return Finding(rule_id or r.id, self.source.path, line, severity or r.severity, message,
+                       fix, versions or r.versions, reference or r.reference)
 
     def resolve_call(self, call):
         """The release's definition a call reaches ('module:Name'), or None."""

@@ -27,6 +27,21 @@ FORWARDS = {MAMBA: HYBRID}
 SPEC_MODULE = re.compile(r"^megatron\.core\.models\.[\w.]+_specs?$")
 
 
+API = "references/api-reference.md"
+SECTIONS = {
+    TC: "configuration-modelparallelconfig-and-transformerconfig",
+    MLA: "configuration-modelparallelconfig-and-transformerconfig",
+    MPC: "configuration-modelparallelconfig-and-transformerconfig",
+    GPT: "gptmodel", HYBRID: "hybridmodel", MAMBA: "mambamodel",
+    PGC: "parallel-state-and-process-groups",
+}
+
+
+def reference(obj_id):
+    """The api-reference section that documents obj_id (spec functions: the specs section)."""
+    return f"{API}#{SECTIONS.get(obj_id, 'specs-modulespec-build_module-layer-and-block-specs')}"
+
+
 def is_spec_function(obj_id):
     module, _, name = obj_id.partition(":")
     return bool(SPEC_MODULE.match(module)) and name.startswith("get_")
