@@ -87,3 +87,17 @@ def test_installed_release_is_the_default():
     out = json.loads(r.stdout)
     assert out["megatron_version"] == {"version": "0.16.1", "source": "installed megatron-core"}
     assert out["summary"]["by_rule"] == {"removed-keyword": 1}
+
+
+def test_unreadable_index_is_one_line():
+    import types
+    sys.path.insert(0, str(REPO / "scripts"))
+    from model_review.review import BadInput, review_paths
+
+    def load(version):
+        raise FileNotFoundError(f"release index file missing: {version}.json.gz\nsecond line")
+    broken = types.SimpleNamespace(resolve_version=lambda v: ("0.19.2", "default"), load=load)
+    with pytest.raises(BadInput) as exc:
+        review_paths([str(DATA / "layout.ok.py")], index=broken)
+    assert str(exc.value) == ("the release index cannot be read: release index file missing: "
+                              "0.19.2.json.gz")

@@ -74,7 +74,10 @@ def review_paths(paths, version=None, index=None, rule_ids=None, has_te=None):
         chosen, how = releases.resolve(version, index)
     except ValueError as exc:
         raise BadInput(str(exc).splitlines()[0]) from None
-    view = releases.View(index, chosen)
+    try:
+        view = releases.View(index, chosen)
+    except Exception as exc:  # noqa: BLE001 (a broken or missing index file: one line, exit 2)
+        raise BadInput(f"the release index cannot be read: {exc}".splitlines()[0]) from None
     sources = []
     for path in _files(paths):
         try:
