@@ -22,8 +22,10 @@ released sources).
 
 --build MODULE:FUNCTION (runs your code): calls the provider in a child process with a
 timeout, on CPU (gloo, world size 1, use_cpu_initialization forced), and reports parameter
-counts per module kind, the config settings that had no effect on the built module, or the
-exception matched against the troubleshooting catalogue.  MODULE is imported with the
+counts per module kind, the config settings that had no effect on the built module (each
+setting a GPT layer-spec builder also takes, set away from its default, rebuilt at its
+default: same modules and weights means no effect), or the exception matched against the
+troubleshooting catalogue.  MODULE is imported with the
 current directory and the directories of the given paths on sys.path.
 
 Exit codes: 0 no error finding (and a successful build), 1 an error finding or a failed
