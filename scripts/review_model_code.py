@@ -9,7 +9,8 @@ rule id, path, line, severity (error: breaks on the chosen release; warning: wor
 deprecated, silently different or fragile; info), a message, a fix, the releases it applies
 to and the reference section that explains it.  Rules: constructor and spec-function
 keywords against the release's real signatures (unknown, removed, deprecated, required and
-missing, too many positional), imports that do not resolve, Transformer Engine names that are
+missing, too many positional, a config setting passed positionally into a parameter of
+another name), imports that do not resolve, Transformer Engine names that are
 only a MagicMock without TE, literal sizes against the layout checker's rules, global
 parallel_state groups in module code, the GPTModel and MambaModel deprecations (with the
 HybridModel layer pattern a GPT config maps to), and layer-spec calls that disagree with
