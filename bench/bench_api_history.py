@@ -11,15 +11,15 @@ measured in the same run. The issue's target: every query under one second.
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import time
+
+import timing  # bench/timing.py (this folder is on sys.path when a bench runs)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "api_history.py")
 
 CASES = {
-    "python -c pass": ["-c", "pass"],
+    timing.BASELINE: ["-c", "pass"],
     "class (GPTModel)": [SCRIPT, "GPTModel"],
     "field --at 0.12 --json": [SCRIPT, "TransformerConfig.num_layers", "--at", "0.12", "--json"],
     "flag (--use-custom-fsdp)": [SCRIPT, "--use-custom-fsdp"],
@@ -29,30 +29,14 @@ CASES = {
 }
 
 
-def once(python, argv):
-    start = time.perf_counter()
-    proc = subprocess.run([python, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
-    elapsed = time.perf_counter() - start
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"{argv[:4]} failed: {proc.stderr.decode()[-300:]}")
-    return elapsed
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--python", default=sys.executable, help="interpreter to run the script with")
     args = parser.parse_args()
-    times = {name: [] for name in CASES}
-    for _ in range(args.rounds):
-        for name, argv in CASES.items():
-            times[name].append(once(args.python, argv))
-    base = statistics.median(times["python -c pass"])
-    print(f"{'case':<32} {'median s':>9} {'max s':>7} {'x python -c pass':>17}")
-    for name, values in times.items():
-        med = statistics.median(values)
-        print(f"{name:<32} {med:>9.3f} {max(values):>7.3f} {med / base:>17.1f}")
-    worst = max(statistics.median(v) for k, v in times.items() if k != "python -c pass")
+    times = timing.rounds({name: [args.python, *argv] for name, argv in CASES.items()}, args.rounds)
+    timing.print_table(times, width=32)
+    worst = max(statistics.median(v) for k, v in times.items() if k != timing.BASELINE)
     print(f"slowest query (median): {worst:.3f} s ({'under' if worst < 1 else 'OVER'} the 1 s target)")
 
 

@@ -11,10 +11,9 @@ target: --plan for 16,384 GPUs under one second.
 
 import argparse
 import os
-import statistics
-import subprocess
 import sys
-import time
+
+import timing  # bench/timing.py (this folder is on sys.path when a bench runs)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "check_parallel_layout.py")
@@ -46,28 +45,12 @@ CASES = {
 }
 
 
-def once(argv):
-    start = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
-    elapsed = time.perf_counter() - start
-    if proc.returncode not in (0, 1):
-        raise SystemExit(f"{argv[:4]} failed: {proc.stderr.decode()[-300:]}")
-    return elapsed
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    times = {name: [] for name in CASES}
-    for _ in range(args.rounds):
-        for name, argv in CASES.items():
-            times[name].append(once(argv))
-    base = statistics.median(times["python -c pass"])
-    print(f"{'case':<36} {'median s':>9} {'max s':>7} {'x python -c pass':>17}")
-    for name, values in times.items():
-        med = statistics.median(values)
-        print(f"{name:<36} {med:>9.3f} {max(values):>7.3f} {med / base:>17.1f}")
+    times = timing.rounds(CASES, args.rounds)
+    timing.print_table(times)
     worst_plan = max(max(v) for k, v in times.items() if k.startswith("plan"))
     print(f"slowest --plan run: {worst_plan:.3f} s "
           f"({'under' if worst_plan < 1 else 'OVER'} the 1 s target)")

@@ -129,6 +129,7 @@ class Module:
         self.names: dict[str, tuple[str, str | None]] = {}
         self.classes: dict[str, ast.ClassDef] = {}
         self.functions: dict[str, ast.FunctionDef] = {}
+        self.stars: list[str] = []
         for st in _top_statements(self.tree.body):
             self._add(st)
 
@@ -160,7 +161,9 @@ class Module:
         elif isinstance(st, ast.ImportFrom):
             src = _resolve_from(self.name, self.is_pkg, st)
             for a in st.names:
-                if a.name != "*":
+                if a.name == "*":
+                    self.stars.append(src)  # expanded once every module is read (Tree)
+                else:
                     self._set(a.asname or a.name, "import", f"{src}:{a.name}")
         elif isinstance(st, ast.Import):
             for a in st.names:
@@ -182,6 +185,21 @@ class Tree:
                 self.unparsed.append(path)
                 continue
             self.modules[m.name] = m
+        done: set[str] = set()
+        for name in sorted(self.modules):
+            self._expand_stars(name, done, 0)
+
+    def _expand_stars(self, name: str, done: set[str], depth: int) -> None:
+        """`from x import *`: the module also binds x's public names (as imports from x)."""
+        m = self.modules.get(name)
+        if m is None or name in done or depth > 12:
+            return
+        done.add(name)
+        for src in m.stars:
+            self._expand_stars(src, done, depth + 1)
+            for n in sorted(self.modules[src].names if src in self.modules else []):
+                if _public(n) and n not in m.names:
+                    m.names[n] = ("import", f"{src}:{n}")
 
     def resolve(self, mod: str, name: str, depth: int = 0):
         """(module, kind, node) where mod's name is defined, following imports; None if outside."""

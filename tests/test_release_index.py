@@ -296,7 +296,7 @@ def test_derive_identical_body_rename_is_inferred():
     b["megatron/core/pkg/__init__.py"] = b["megatron/core/pkg/__init__.py"].replace("helper", "assist")
     ev = _events(SRC_A, b)
     assert ev["megatron.core.pkg.mod:helper"][0][1:] == [
-        "renamed", "renamed to megatron.core.pkg.mod:assist (inferred)", "megatron.core.pkg.mod:assist", 1]
+        "renamed", "renamed to megatron.core.pkg.mod:assist (inferred: identical body)", "megatron.core.pkg.mod:assist", 1]
 
 
 def test_derive_move_with_reexport_signature_default_flag_and_message_changes():
@@ -359,3 +359,29 @@ def test_releases_with_message():
     printed = "ValueError: num_attention_heads (7) must be a multiple of tensor_model_parallel_size (2)."
     assert ri.releases_with_message(printed) == ri.RELEASES
     assert ri.releases_with_message("no such message text in megatron at all") == ()
+
+
+def test_derive_star_reexport_is_a_move_not_inferred():
+    b = dict(SRC_A)
+    b["megatron/core/pkg/other.py"] = SRC_A["megatron/core/pkg/mod.py"]
+    b["megatron/core/pkg/mod.py"] = "from megatron.core.pkg.other import *  # noqa: F403\n"
+    rel = _compiled(b, "0.13.1")
+    assert rel["modules"]["megatron.core.pkg.mod"]["Old"] == ["import", "megatron.core.pkg.other:Old"]
+    ev = _events(SRC_A, b)
+    assert ev["megatron.core.pkg.mod:helper"][0][1:] == [
+        "moved", "moved to megatron.core.pkg.other:helper", "megatron.core.pkg.other:helper", 0]
+
+
+def test_message_history_follows_a_reworded_check():
+    printed = "world_size (8) is not divisible by expert_tensor_model_pipeline_parallel size (3)"
+    runs = ri.message_history(printed)
+    assert [(r["versions"][0], r["versions"][-1]) for r in runs] == [("0.12.3", "0.13.1"), ("0.14.0", "0.19.2")]
+    assert runs[0]["text"].startswith("decoder world_size ({})") and runs[1]["text"].startswith("world_size ({})")
+    assert {(r["function"], r["exc"]) for r in runs} == {("initialize_model_parallel", "RuntimeError")}
+    assert ri.message_history("GPTModel IS DEPRECATED")[0]["versions"] == ["0.19.2"]
+    assert ri.message_history("no such message text in megatron at all") == []
+    import upstream_sources as up
+    if up.mirror() is not None:  # the same wordings, read from the tags themselves
+        for tag, old in (("core_v0.13.1", True), ("core_v0.14.0", False)):
+            src = up.source_at(tag, "megatron/core/parallel_state.py")
+            assert ("decoder world_size ({" in src) is old, tag

@@ -16,9 +16,10 @@ a dataclass field ``...:TransformerConfig.num_layers``) or a flag (``--use-custo
 from __future__ import annotations
 
 from .data import DATA_DIR, SCHEMA  # noqa: F401
+from .derive import derive as derive_events  # noqa: F401 (re-derives events.json from the releases)
 from .release import Release, load  # noqa: F401
 from .names import all_events, catalog, events, find, releases_of, suggest  # noqa: F401
-from .messages import releases_with_message  # noqa: F401
+from .messages import find_message, message_history, releases_with_message  # noqa: F401
 from .versions import DEFAULT, RELEASES, resolve_version, minor_of  # noqa: F401
 
 EVENT_KINDS = ("added", "removed", "renamed", "moved", "signature_changed", "default_changed",

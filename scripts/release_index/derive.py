@@ -11,7 +11,8 @@ field moved, not inferred, when the class still has it through a base that now d
   (an import or alias: ``from new import X``, ``Old = New``) — Megatron said so in code;
 - moved/renamed, inferred: a definition added in the same release has an identical body
   (renamed when the name differs), or the same name is newly defined in exactly one other module,
-  or a deprecation message of either release names it next to exactly one newly added name;
+  or a deprecation message of either release names it next to exactly one newly added name,
+  or (a dataclass) exactly one new dataclass of its module has at least 80% of its fields;
 - removed otherwise.
 Flags: renamed (not inferred) when the old flag became an alias of a new one; inferred when a new
 flag has the old flag's dest, a deprecation help/message names it, or its help text is nearly the
@@ -26,6 +27,7 @@ import re
 
 FLAG_HELP_SIMILAR = 0.85  # difflib ratio of help texts above which a new flag continues a removed one
 MSG_SIMILAR = 0.6  # difflib ratio above which a replaced message in one function counts as reworded
+FIELDS_CARRIED = 0.8  # share of a removed dataclass's fields a new one must have to be its successor
 
 
 def _catalog(rel: dict) -> dict[str, str]:
@@ -176,13 +178,13 @@ def _pair(a: dict, b: dict, ca: dict, cb: dict, events: dict) -> None:
                 new_by_hash.setdefault(rec[2], []).append(k)
             new_by_name.setdefault(k.rsplit(":", 1)[-1].rsplit(".", 1)[-1], []).append(k)
     msgs = a["messages"] + b["messages"]
-    successor_of: dict[str, tuple[str, str, bool]] = {}
+    successor_of: dict[str, tuple[str, str, str | None]] = {}  # key -> (successor, change, why inferred)
     # Modules, then classes and functions, then methods (a method follows its class).
     for k in gone:
         if ca[k] == "module":
             succ = _module_successor(a, b, k, new)
             if succ:
-                successor_of[k] = (succ, "moved", True)
+                successor_of[k] = (succ, "moved", "most public names carried over")
     for k in gone:
         kind = ca[k]
         if kind not in ("class", "function"):
@@ -192,29 +194,33 @@ def _pair(a: dict, b: dict, ca: dict, cb: dict, events: dict) -> None:
             succ = _resolve(tb, k)
             if succ != k and succ.split(":")[0].startswith("megatron"):
                 same = succ.rsplit(":", 1)[-1] == name
-                successor_of[k] = (succ, "moved" if same else "renamed", False)
+                successor_of[k] = (succ, "moved" if same else "renamed", None)
                 continue
         rec = a["signatures"].get(k)
         hits = [h for h in new_by_hash.get(rec[2], []) if cb[h] == kind] if rec and rec[2] else []
         if len(hits) == 1:
             same = hits[0].rsplit(":", 1)[-1] == name
-            successor_of[k] = (hits[0], "moved" if same else "renamed", True)
+            successor_of[k] = (hits[0], "moved" if same else "renamed", "identical body")
             continue
         same_name = [h for h in new_by_name.get(name, []) if cb[h] == kind]
         if len(same_name) == 1:
-            successor_of[k] = (same_name[0], "moved", True)
+            successor_of[k] = (same_name[0], "moved", "same name, only new definition of it")
             continue
         succ = _deprecation_successor(name, msgs, {n: [h for h in hs if cb[h] == kind]
                                                    for n, hs in new_by_name.items()})
         if succ:
-            successor_of[k] = (succ, "renamed", True)
+            successor_of[k] = (succ, "renamed", "named by a deprecation message")
+            continue
+        succ = _fields_successor(a, b, k, [h for h in new if cb[h] == "class"])
+        if succ:
+            successor_of[k] = (succ, "renamed", "its dataclass fields carried over")
     for k in gone:  # a field now declared by a base (or another class it inherits from)
         if ca[k] != "field":
             continue
         cls, fname = k.rsplit(".", 1)
         owner = next((f[6] for f in b["fields"].get(cls, []) if f[0] == fname), None)
         if owner and owner != cls:
-            successor_of[k] = (f"{owner}.{fname}", "moved", False)
+            successor_of[k] = (f"{owner}.{fname}", "moved", None)
     for k in gone:
         if ca[k] != "method":
             continue
@@ -227,7 +233,7 @@ def _pair(a: dict, b: dict, ca: dict, cb: dict, events: dict) -> None:
             rec = a["signatures"].get(k)
             hits = [h for h in new_by_hash.get(rec[2], []) if h.startswith(cls + ".")] if rec and rec[2] else []
             if len(hits) == 1:
-                successor_of[k] = (hits[0], "renamed", True)
+                successor_of[k] = (hits[0], "renamed", "identical body")
     # flags
     fa, fb = a["flags"] or {}, b["flags"] or {}
     b_alias = {al: f for f, r in fb.items() for al in (r.get("aliases") or [])}
@@ -239,25 +245,29 @@ def _pair(a: dict, b: dict, ca: dict, cb: dict, events: dict) -> None:
         if f in fb:
             continue
         if f in b_alias:
-            successor_of[f] = (b_alias[f], "renamed", False)
+            successor_of[f] = (b_alias[f], "renamed", None)
         elif len(b_by_dest.get(fa[f].get("dest") or "", [])) == 1:
-            successor_of[f] = (b_by_dest[fa[f]["dest"]][0], "renamed", True)
+            successor_of[f] = (b_by_dest[fa[f]["dest"]][0], "renamed", "same dest")
         else:
             helps = [[None, None, r.get("help") or "", "", "", 0] for r in fb.values()]
-            succ = _flag_from_help(f, helps + msgs, set(fb) - set(fa)) or _flag_same_help(fa[f], fa, fb)
+            succ = _flag_from_help(f, helps + msgs, set(fb) - set(fa))
             if succ:
-                successor_of[f] = (succ, "renamed", True)
-    succeeded_by = {s: (k, c) for k, (s, c, _) in successor_of.items()}
+                successor_of[f] = (succ, "renamed", "named by a deprecation message or help text")
+            elif _flag_same_help(fa[f], fa, fb):
+                successor_of[f] = (_flag_same_help(fa[f], fa, fb), "renamed", "near-identical help text")
+    succeeded_by: dict[str, list[tuple[str, str]]] = {}
+    for k, (s, c, _) in sorted(successor_of.items()):
+        succeeded_by.setdefault(s, []).append((k, c))
     for k in gone:
         if k in successor_of:
             s, change, inferred = successor_of[k]
-            _emit(events, k, v, change, f"{change} to {s}" + (" (inferred)" if inferred else ""), s, inferred)
+            _emit(events, k, v, change, f"{change} to {s}" + (f" (inferred: {inferred})" if inferred else ""), s,
+                  bool(inferred))
         else:
             _emit(events, k, v, "removed")
     for k in new:
         if k in succeeded_by:
-            old, change = succeeded_by[k]
-            _emit(events, k, v, "added", f"{change} from {old}")
+            _emit(events, k, v, "added", "; ".join(f"{c} from {old}" for old, c in succeeded_by[k]))
         else:
             _emit(events, k, v, "added")
     # changed in place
@@ -279,8 +289,9 @@ def _pair(a: dict, b: dict, ca: dict, cb: dict, events: dict) -> None:
             key = f"{cls}.{f[0]}"
             if o[2] != f[2]:
                 _emit(events, key, v, "default_changed", f"default: {o[2]} -> {f[2]}")
-            if o[3] != f[3]:
-                _emit(events, key, v, "default_changed", f"__post_init__ sets: {o[3]} -> {f[3]}")
+            if (o[3], o[5]) != (f[3], f[5]):
+                _emit(events, key, v, "default_changed",
+                      f"__post_init__ sets: {_post_init_text(o)} -> {_post_init_text(f)}")
             if o[1] != f[1]:
                 _emit(events, key, v, "signature_changed", f"type: {o[1]} -> {f[1]}")
     for f, rec in fb.items():
@@ -303,6 +314,23 @@ def _flag_from_help(flag: str, msgs: list[list], new_flags: set[str]) -> str | N
         if flag in text and re.search(r"deprecat|renamed|replaced|instead", text, re.I):
             found.update(t for t in re.findall(r"--[a-z0-9][a-z0-9-]*", text) if t in new_flags)
     return found.pop() if len(found) == 1 else None
+
+
+def _post_init_text(f: list) -> str:
+    if f[3] is not None:
+        return f[3]
+    return "one of " + " | ".join(f[5]) if f[5] else "no literal"
+
+
+def _fields_successor(a: dict, b: dict, key: str, new_classes: list[str]) -> str | None:
+    """The one new dataclass of the same module that has (nearly) all the old one's fields."""
+    old = {f[0] for f in a["fields"].get(key, [])}
+    if len(old) < 3:
+        return None
+    mod = key.split(":", 1)[0]
+    hits = [c for c in new_classes if c.split(":", 1)[0] == mod and
+            len(old & {f[0] for f in b["fields"].get(c, [])}) >= FIELDS_CARRIED * len(old)]
+    return hits[0] if len(hits) == 1 else None
 
 
 def _flag_same_help(rec: dict, fa: dict, fb: dict) -> str | None:
