@@ -47,10 +47,6 @@ def unresolved_imports(ctx):
                 view.has_module(f"{imp.module}.{imp.name}"):
             continue  # the index keeps public names only; a re-export may lead to a private module
         exports = sorted(view.names(imp.module))
-        if not exports and not _is_package_of_known(view, imp.module):
-            # A plain module with no recorded name re-exports through "import *", which the
-            # index does not expand (mamba_layer_specs in 0.18+): no verdict there.
-            continue
         said = (f"{imp.module} has no name {imp.name!r} in {ctx.version} "
                 + (f"(it exports {len(exports)} names)" if exports else "(it exports nothing)"))
         had = _releases_of(ctx, f"{imp.module}:{imp.name}")
