@@ -208,3 +208,15 @@ def test_unresolved_import_severity(tmp_path):
     assert third_party["severity"] == "warning"
     fp8_utils = Path(__import__("megatron.core.fp8_utils", fromlist=["x"]).__file__).read_text()
     assert "as FP8_TENSOR_CLASS" in fp8_utils
+
+
+def test_deprecated_config_fields_from_the_release_messages(tmp_path):
+    """0.19.2's TransformerConfig warns that enable_cuda_graph is deprecated; a message about a
+    value of cuda_graph_modules, or about a flag that contains 'fp8', deprecates neither."""
+    path = tmp_path / "c.py"
+    path.write_text("from megatron.core.transformer.transformer_config import TransformerConfig\n"
+                    "c = TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4,\n"
+                    "                      enable_cuda_graph=True, cuda_graph_modules=[], fp8=None)\n")
+    (f,) = run(path, "deprecated-keyword")
+    assert f["line"] == 3 and "'enable_cuda_graph' is deprecated" in f["message"]
+    assert "enable_cuda_graph is deprecated, use cuda_graph_impl=local instead." in f["message"]

@@ -129,12 +129,15 @@ def deprecated_keywords(ctx):
 
 
 def _deprecates(text, kw):
-    """Whether the message says ``kw`` is deprecated: the name is the subject of the sentence
-    that says 'deprecat...' ("hybrid_override_pattern has been deprecated. Use
-    hybrid_layer_pattern instead." deprecates the first name only)."""
+    """Whether the message says ``kw`` is deprecated: the name, as a whole name (not part of a
+    flag such as --moe-router-padding-for-fp8), comes before 'deprecat' in that sentence and is
+    not followed by a quoted value (cuda_graph_modules '{}' is deprecated: a value, not the
+    keyword).  "hybrid_override_pattern has been deprecated. Use hybrid_layer_pattern
+    instead." deprecates the first name only."""
+    name = re.compile(rf"(?<![\w-]){re.escape(kw)}(?![\w-])(?!\s*['\"])")
     for sentence in re.split(r"(?<=[.;])\s+", text):
-        head, found, _ = sentence.lower().partition("deprecat")
-        if found and re.search(rf"\b{re.escape(kw.lower())}\b", head):
+        head, found, _ = sentence.partition("deprecat")
+        if found and name.search(head):
             return True
     return False
 
