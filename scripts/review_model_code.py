@@ -99,7 +99,7 @@ def render_text(out):
             m = b.get("match")
             if m and m.get("matches"):
                 top = m["matches"][0]
-                lines.append(f"    catalogue: {top.get('title')} (fix: {top.get('fix')})")
+                lines.append(f"    catalogue: {top.get('id')} {top.get('title')} (fix: {top.get('fix')})")
             elif b.get("match_reason"):
                 lines.append(f"    catalogue: not matched ({b['match_reason']})")
     s = out["summary"]
