@@ -45,4 +45,4 @@ def test_build_failure_is_reported_and_matched():
     except ImportError:
         assert b["match"] is None and "issue 11" in b["match_reason"]
     else:
-        assert b["match"]["matches"], b
+        assert b["match"]["matches"][0]["id"] == "TP-01", b["match"]
