@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Review model-provider and config code against the Megatron Core release it will run on.
+
+  review_model_code.py my_provider.py configs/ [--megatron-version 0.15] [--json]
+  cat provider.py | review_model_code.py -
+
+The code is parsed with ast, never imported or run (unless --build).  Findings carry a
+rule id, path, line, severity (error: breaks on the chosen release; warning: works but is
+deprecated, silently different or fragile; info), a message, a fix, the releases it applies
+to and the reference section that explains it.  Rules: constructor and spec-function
+keywords against the release's real signatures (unknown, removed, deprecated, required and
+missing, too many positional, a config setting passed positionally into a parameter of
+another name), imports that do not resolve, Transformer Engine names that are
+only a MagicMock without TE, literal sizes against the layout checker's rules, global
+parallel_state groups in module code, the GPTModel and MambaModel deprecations (with the
+HybridModel layer pattern a GPT config maps to), and layer-spec calls that disagree with
+their config.
+
+The release: --megatron-version X.Y (0.12 to 0.19), else the installed megatron-core
+(importlib.metadata, never imported), else 0.19.2.  Signatures, names and messages come
+from the release index shipped with the bundle (scripts/release_index, compiled from the
+released sources).
+
+--build MODULE:FUNCTION (runs your code): calls the provider in a child process with a
+timeout, on CPU (gloo, world size 1, use_cpu_initialization forced), and reports parameter
+counts per module kind, the config settings that had no effect on the built module (each
+setting a GPT layer-spec builder also takes, set away from its default, rebuilt at its
+default: same modules and weights means no effect), or the exception matched against the
+troubleshooting catalogue.  MODULE is imported with the
+current directory and the directories of the given paths on sys.path.
+
+Exit codes: 0 no error finding (and a successful build), 1 an error finding or a failed
+build, 2 bad input (unreadable path, a file that does not parse, a bad flag; one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from model_review import SCHEMA_VERSION  # noqa: E402
+from model_review.review import BadInput, review_paths  # noqa: E402
+
+PROG = "review_model_code.py"
+MAX_TEXT_FINDINGS = 200
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise BadInput(message)
+
+
+def build_parser():
+    doc = __doc__.split("\n\n")
+    p = _Parser(prog=PROG, description=doc[0], epilog="\n\n".join(doc[1:]),
+                formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="Python files or directories to review ('-' reads standard input)")
+    p.add_argument("--megatron-version", metavar="X.Y",
+                   help="release to check against (0.12 to 0.19; default: installed, else 0.19.2)")
+    p.add_argument("--build", metavar="MODULE:FUNCTION",
+                   help="also build the model by calling this provider in a child process")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                   help="--build time limit in seconds (default 300)")
+    p.add_argument("--json", action="store_true",
+                   help=f"print one JSON object (schema_version {SCHEMA_VERSION})")
+    return p
+
+
+def render_text(out):
+    mv = out["megatron_version"]
+    lines = [f"Megatron Core {mv['version']} ({mv['source']}); "
+             f"{out['summary']['files']} file(s)"]
+    for f in out["findings"][:MAX_TEXT_FINDINGS]:
+        lines.append(f"{f['path']}:{f['line']}: {f['severity']} [{f['rule']}] {f['message']}")
+        if f["fix"]:
+            lines.append(f"    fix: {f['fix']}")
+        lines.append(f"    see: {f['reference']} (versions: {f['versions']})")
+    more = len(out["findings"]) - MAX_TEXT_FINDINGS
+    if more > 0:
+        lines.append(f"... {more} more findings (use --json)")
+    b = out.get("build")
+    if b:
+        if b.get("ok"):
+            lines.append(f"build {b['target']}: {b['model']}, {b['parameters']:,} parameters")
+            for kind, n in b["parameters_by_module"].items():
+                lines.append(f"    {kind}: {n:,}")
+            for ne in b.get("no_effect", []):
+                lines.append(f"    no effect: {ne['field']}={ne['value']!r} builds the same "
+                             f"module as the default {ne['default']!r}")
+        else:
+            lines.append(f"build {b['target']} failed: {b.get('error')}")
+            if b.get("hint"):
+                lines.append(f"    hint: {b['hint']}")
+            m = b.get("match")
+            if m and m.get("matches"):
+                top = m["matches"][0]
+                lines.append(f"    catalogue: {top.get('id')} {top.get('title')} (fix: {top.get('fix')})")
+            elif b.get("match_reason"):
+                lines.append(f"    catalogue: not matched ({b['match_reason']})")
+    s = out["summary"]
+    lines.append(f"{s['errors']} error(s), {s['warnings']} warning(s), {s['infos']} info")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    try:
+        args = build_parser().parse_args(argv)
+        if not args.paths and not args.build:
+            raise BadInput("give at least one PATH (or '-' for standard input), or --build")
+        out = review_paths(args.paths, args.megatron_version)
+        if args.build:
+            from model_review.build import run_build
+            dirs = [os.getcwd()] + sorted({os.path.dirname(os.path.abspath(p))
+                                           for p in args.paths if p != "-"})
+            try:
+                out["build"] = run_build(args.build, dirs, out["megatron_version"]["version"],
+                                         args.timeout)
+            except ValueError as exc:
+                raise BadInput(str(exc)) from None
+    except BadInput as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        print(json.dumps(out, indent=1) if args.json else render_text(out))
+        sys.stdout.flush()
+    except BrokenPipeError:  # a closed pipe (| head) is the reader's choice, not an error
+        sys.stderr.close()
+    failed = out["summary"]["errors"] > 0 or (args.build and not out["build"].get("ok"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+from megatron.core.models.hybrid import HybridModel
