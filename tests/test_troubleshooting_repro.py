@@ -982,17 +982,27 @@ def _hang_rank(rank: int, port: int) -> None:
     print("initialize_model_parallel returned")
 
 
+def _run_hang_ranks() -> list[str]:
+    # free_port() only finds a port that is free now; another process of the suite may take it
+    # before rank 0's store binds it. That is a race of the harness, not of Megatron: try again.
+    for _ in range(3):
+        port = free_port()
+        procs = [
+            subprocess.Popen(
+                [PY, str(THIS), "hangrank", str(rank), str(port)],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )
+            for rank in (0, 1)
+        ]
+        outs = [p.communicate(timeout=WORKER_TIMEOUT_S // 2)[0] for p in procs]
+        if "EADDRINUSE" not in outs[0]:
+            break
+    return outs
+
+
 def f_hang_startup():
     """HANG-01: start two ranks, return what rank 0's stack dump shows."""
-    port = free_port()
-    procs = [
-        subprocess.Popen(
-            [PY, str(THIS), "hangrank", str(rank), str(port)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        for rank in (0, 1)
-    ]
-    outs = [p.communicate(timeout=WORKER_TIMEOUT_S // 2)[0] for p in procs]
+    outs = _run_hang_ranks()
     if "initialize_model_parallel returned" in outs[0]:
         return "<no hang: initialize_model_parallel returned>"
     frames = [(site_relative(m["file"]), m["func"]) for m in FRAME_RE.finditer(outs[0])]
