@@ -78,11 +78,24 @@ def test_directory_and_stdin():
 OLD_PY = Path(os.environ.get("OLD_VENV", REPO / ".venv-0161")) / "bin" / "python"
 
 
-@pytest.mark.skipif(not OLD_PY.exists(), reason="the installed-release default needs .venv-0161 "
-                    "(megatron-core 0.16.1; tests/fixtures/make_old_env.sh, or OLD_VENV)")
+def _old_python() -> Path:
+    # Built on first use, as the drift test does (a skipif at collection would skip it in a
+    # fresh clone even when the suite builds the environment later).
+    if not OLD_PY.exists():
+        import subprocess
+        r = subprocess.run(["bash", str(REPO / "tests" / "fixtures" / "make_old_env.sh")],
+                           capture_output=True, text=True, timeout=900)
+        if r.returncode == 3:
+            pytest.skip("no Python 3.11 to build megatron-core 0.16.1 with: " + r.stderr.strip())
+        assert r.returncode == 0, r.stderr[-3000:]
+    return OLD_PY
+
+
+@pytest.mark.slow
 def test_installed_release_is_the_default():
     """Under megatron-core 0.16.1 the review checks against 0.16.1 (read with
     importlib.metadata): MLATransformerConfig's max_position_embeddings is gone there too."""
+    _old_python()
     r = cli(DATA / "removed-keyword.bad.py", "--json", python=str(OLD_PY))
     out = json.loads(r.stdout)
     assert out["megatron_version"] == {"version": "0.16.1", "source": "installed megatron-core"}
