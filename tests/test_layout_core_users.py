@@ -23,6 +23,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "scripts")]
 
+from parallel_layout.verify import GroupOfSize  # noqa: E402  (stdlib at import)
+
 DOC = ROOT / "references" / "parallelism-reference.md"
 SECTION = "## Rules only Megatron-LM checks"
 KINDS = ("nothing", "another message", "a later failure", "a later warning", "another default", "the same default",
@@ -45,17 +47,6 @@ def _r():
     return R
 
 
-class _GroupOfSize:
-    """Stands in for a process group of a given size, as seen from its rank 0."""
-
-    def __init__(self, size):
-        self._size = size
-
-    def size(self):
-        return self._size
-
-    def rank(self):
-        return 0
 
 
 def _accepted(obj, *names) -> str:
@@ -84,7 +75,7 @@ def p_experts_ep():
     R = _r()
     cfg = R.tc(num_moe_experts=3)
     pgs = ProcessGroupCollection.use_mpu_process_groups()
-    pgs.ep = _GroupOfSize(2)
+    pgs.ep = GroupOfSize(2)
     return "a later failure", R.raised(
         lambda: build_module(get_gpt_layer_local_spec(num_experts=3), config=cfg, pg_collection=pgs))
 
@@ -306,7 +297,7 @@ def _hybrid_model(config, pattern, pp):
     from megatron.core.process_groups_config import ProcessGroupCollection
 
     pgs = ProcessGroupCollection.use_mpu_process_groups()
-    pgs.pp = stand_in = _GroupOfSize(pp)
+    pgs.pp = stand_in = GroupOfSize(pp)
     rank, size = dist.get_rank, dist.get_world_size
     with mock.patch.object(dist, "get_rank", lambda g=None: 0 if g is stand_in else rank(g)), \
             mock.patch.object(dist, "get_world_size",

@@ -36,8 +36,9 @@ STAGES = ("validate_args", "TransformerConfig", "initialize_model_parallel",
 MAX_BUILD_ELEMENTS = 5_000_000
 
 
-class _FakeGroup:
-    """Stands in for a process group of a given size (rank 0)."""
+class GroupOfSize:
+    """Stands in for a process group of a given size, as seen from its rank 0 (the tests'
+    Megatron Core probes use it too)."""
 
     def __init__(self, size):
         self._size = size
@@ -54,7 +55,7 @@ class _PastChecks:
 
     def __init__(self, config, pp):
         self.config = config
-        self.pp_group = _FakeGroup(pp)
+        self.pp_group = GroupOfSize(pp)
 
     def __getattr__(self, name):
         raise _Reached()
@@ -211,7 +212,7 @@ def _hybrid_segments(args):
     pp = args.pipeline_model_parallel_size
     vpp = args.virtual_pipeline_model_parallel_size
     for rank in range(pp):
-        group = _FakeGroup(pp)
+        group = GroupOfSize(pp)
         with mock.patch.object(dist, "get_rank", lambda g=None, r=rank: r), \
                 mock.patch.object(dist, "get_world_size", lambda g=None: pp), \
                 mock.patch.object(H, "log_on_each_pipeline_stage", lambda *a, **k: None), \
@@ -269,7 +270,7 @@ def _linear_layers(args, config):
         small = TransformerConfig(num_layers=1, hidden_size=args.hidden_size,
                                   num_attention_heads=1, use_cpu_initialization=True,
                                   perform_initialization=False)
-        group = _FakeGroup(tp)
+        group = GroupOfSize(tp)
         ColumnParallelLinear(args.hidden_size, ffn * gate, config=small, init_method=_no_init,
                              bias=False, gather_output=False, tp_group=group)
         RowParallelLinear(ffn, args.hidden_size, config=small, init_method=_no_init,
@@ -313,7 +314,7 @@ def _interleaved_schedule(args, config):
                 num_microbatches=num_microbatches, seq_length=args.seq_length,
                 micro_batch_size=args.micro_batch_size,
                 p2p_communicator=_PastChecks(config, args.pipeline_model_parallel_size),
-                pg_collection=types.SimpleNamespace(tp=_FakeGroup(1), cp=_FakeGroup(1)))
+                pg_collection=types.SimpleNamespace(tp=GroupOfSize(1), cp=GroupOfSize(1)))
     except _Reached:
         pass
 
@@ -326,7 +327,7 @@ def _sequence_parallel_split(args):
     if not args.sequence_parallel:
         return
     local = torch.empty(args.seq_length // args.context_parallel_size, 1, 1)
-    mappings._split_along_first_dim(local, group=_FakeGroup(args.tensor_model_parallel_size))
+    mappings._split_along_first_dim(local, group=GroupOfSize(args.tensor_model_parallel_size))
 
 
 def megatron_verdict(layout):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from reference_facts import version_in_spec
+
 BUNDLE = "0.19.2"
 CHECKED = (0, 15)  # the oldest release the text histories were checked against
 VERSION = re.compile(r"^\d+\.\d+(?:\.\d+)?(?:[.-]?(?:rc|dev|post)\d*)?$")
@@ -38,15 +40,6 @@ def _minor(version: str) -> tuple[int, int]:
     return (nums + [0, 0])[0], (nums + [0, 0])[1]
 
 
-def _in_spec(version: str, spec: str) -> bool:
-    v = _minor(version)
-    for item in spec.split(","):
-        ends = [_minor(e) for e in item.strip().split("-") if e.strip()]
-        if ends and ends[0] <= v <= ends[-1]:
-            return True
-    return False
-
-
 def caveat(rec: dict, release: str | None, message: dict | None) -> dict:
     f = rec["fields"]
     notes = []
@@ -54,7 +47,7 @@ def caveat(rec: dict, release: str | None, message: dict | None) -> dict:
         current = next((m["text"].splitlines()[0] for m in rec["messages"] if m["kind"] == "error"), "")
         notes.append(f"this is the wording of {message['versions'] or 'an older release'}; "
                      f"{BUNDLE} prints: {current}")
-        if release and message["versions"] and not _in_spec(release, message["versions"]):
+        if release and message["versions"] and not version_in_spec(release, message["versions"]):
             notes.append(f"your release {release} is outside {message['versions']}")
         elif release:  # the wording is that of the user's release: the history of the new text does not apply
             return {"release": release, "stated": f.get("Versions", ""), "text_history": f.get("Text history"),
