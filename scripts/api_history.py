@@ -28,6 +28,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import megatron_release  # noqa: E402
 import release_index as ri  # noqa: E402
 from release_index.data import MissingData  # noqa: E402
 
@@ -265,6 +266,16 @@ def _parents(key: str) -> list[str]:
     return out
 
 
+def _note_newer_installed() -> None:
+    """An installed release newer than the index is named (on stderr): its history ends at 0.19.2."""
+    found = megatron_release.installed()
+    parsed = megatron_release.parse(found) if found else None
+    if parsed and megatron_release.is_newer(parsed):
+        print(f"{PROG}: installed megatron-core {found} is newer than {megatron_release.NEWEST}: "
+              f"history shown up to {megatron_release.NEWEST}, checked as {megatron_release.NEWEST}",
+              file=sys.stderr)
+
+
 def main(argv: list[str] | None = None, out=None) -> int:
     out = out or sys.stdout
     argv = sys.argv[1:] if argv is None else argv
@@ -278,6 +289,7 @@ def main(argv: list[str] | None = None, out=None) -> int:
             raise BadInput("give NAME, or --diff X.Y Z.W (see --help)")
         if args.under and (args.name or not args.diff):
             raise BadInput("--under filters --diff over all names; it does not go with NAME")
+        _note_newer_installed()
         if args.name is None:
             return run_diff(args, out)
         return run_name(args, out)
