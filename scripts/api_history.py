@@ -4,7 +4,7 @@
   api_history.py GPTModel                       events for a class across 0.12.3 ... 0.19.2
   api_history.py TransformerConfig.num_layers   a dataclass field (inherited ones too)
   api_history.py megatron.core.parallel_state:initialize_model_parallel --at 0.13
-  api_history.py --use-custom-fsdp              a Megatron-LM flag
+  api_history.py --use-custom-fsdp              a Megatron-LM flag (also: api_history.py -- --use-custom-fsdp)
   api_history.py --diff 0.15 0.17 --under megatron.core.transformer
 
 NAME is a dotted module, a class, function or method (short, dotted, or module:Qualname), a field
@@ -28,6 +28,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import cli_guard  # noqa: E402
 import megatron_release  # noqa: E402
 import release_index as ri  # noqa: E402
 from release_index.data import MissingData  # noqa: E402
@@ -35,6 +36,7 @@ from release_index.data import MissingData  # noqa: E402
 PROG = "api_history.py"
 SCHEMA_VERSION = 1
 DEFAULT_LIMIT = 200
+MAX_LIMIT = 100_000  # more than every event of the index (about 9,000)
 
 
 class BadInput(Exception):
@@ -62,7 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _split_args(argv: list[str]) -> list[str]:
-    """A flag NAME (--use-custom-fsdp) is not an option of this script: put it after '--'."""
+    """A flag NAME (--use-custom-fsdp) is not an option of this script: put it after '--'.
+
+    Everything after a '--' of the user's is NAME too ("api_history.py -- --moe-router-topk").
+    """
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, rest = argv[:cut], argv[cut + 1:]
+        if len(rest) > 1:
+            raise BadInput(f"one NAME after '--', got {len(rest)}: {' '.join(cli_guard.shown(r, 40) for r in rest[:3])}")
+    else:
+        rest = []
     own = {o for a in build_parser()._actions for o in a.option_strings}
     out, name = [], None
     takes = {"--at": 1, "--diff": 2, "--under": 1, "--limit": 1}
@@ -81,7 +93,11 @@ def _split_args(argv: list[str]) -> list[str]:
                 if i < len(argv):
                     out.append(argv[i])
         i += 1
-    return out + (["--", name] if name else [])
+    if rest:
+        if name is not None or any(not a.startswith("-") for a in out):
+            raise BadInput("give one NAME (before or after '--', not both)")
+        name = rest[0]
+    return out + (["--", name] if name is not None else [])
 
 
 def _version(text: str) -> str:
@@ -266,6 +282,19 @@ def _parents(key: str) -> list[str]:
     return out
 
 
+def _bound(args) -> None:
+    try:
+        cli_guard.bounded_int(args.limit, "--limit", 1, MAX_LIMIT)
+        for what, text in (("NAME", args.name), ("--under", args.under), ("--at", args.at),
+                           *((f"--diff {v}", v) for v in args.diff or ())):
+            if text is not None:
+                cli_guard.bounded_text(text, what, 400)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    for v in ([args.at] if args.at else []) + list(args.diff or ()):
+        _version(v)  # a bad release is bad input (2) before an unknown NAME (1)
+
+
 def _note_newer_installed() -> None:
     """An installed release newer than the index is named (on stderr): its history ends at 0.19.2."""
     found = megatron_release.installed()
@@ -281,8 +310,7 @@ def main(argv: list[str] | None = None, out=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = build_parser().parse_args(_split_args(argv))
-        if args.limit < 1:
-            raise BadInput("--limit must be at least 1")
+        _bound(args)
         if args.name is not None and not args.name.strip():
             raise BadInput("NAME is empty")
         if args.name is None and not args.diff:
@@ -302,4 +330,4 @@ def main(argv: list[str] | None = None, out=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli_guard.run(main, PROG))

@@ -49,7 +49,7 @@ class UsageError(Exception):
 
 
 def _object_key(text):
-    if not objects.valid_object_key(text):
+    if len(text) > MAX_TEXT or not objects.valid_object_key(text):
         raise argparse.ArgumentTypeError("expected MODULE:ATTR (e.g. megatron.core.models.gpt.gpt_model:GPTModel), got %r" % text)
     return text
 
@@ -62,6 +62,15 @@ def _positive(text):
     if not 0 < value <= 3600:
         raise argparse.ArgumentTypeError("must be in (0, 3600] seconds, got %r" % text)
     return value
+
+
+MAX_TEXT = 300  # characters of an --object key or a --config-fields filter
+
+
+def _bounded(text):
+    if len(text) > MAX_TEXT:
+        raise argparse.ArgumentTypeError("at most %d characters, got %d" % (MAX_TEXT, len(text)))
+    return text
 
 
 def _require(text):
@@ -112,7 +121,7 @@ def build_parser(cluster=None):
                         "ask Transformer Engine about FP8/MXFP8/NVFP4 support")
     p.add_argument("--object", dest="objects", action="append", type=_object_key, default=[],
                    metavar="MODULE:ATTR", help="also report this object's signature, printed in text mode too (repeatable)")
-    p.add_argument("--config-fields", nargs="?", const="", default=None, metavar="FILTER",
+    p.add_argument("--config-fields", nargs="?", const="", default=None, metavar="FILTER", type=_bounded,
                    help="list TransformerConfig/ModelParallelConfig fields with types and "
                         "defaults (FILTER: case-insensitive substring of the field name)")
     p.add_argument("--tiny-model", action="store_true",
@@ -126,9 +135,19 @@ def build_parser(cluster=None):
     p.add_argument("--require", type=_require, default=[], metavar="NAME[,NAME]",
                    help="exit 1 unless each named component is available; NAME is a report key: "
                         + ", ".join(REQUIRABLE))
+    own = len(p._actions)
     if cluster is not None and hasattr(cluster, "add_arguments"):
         cluster.add_arguments(p)
+    p.cluster_actions = p._actions[own:]  # only --distributed reads them (see _unused_cluster_flag)
     return p
+
+
+def _unused_cluster_flag(parser, args):
+    """The first cluster-mode option given without --distributed (it would be ignored), else None."""
+    for action in getattr(parser, "cluster_actions", []):
+        if action.dest != "distributed" and getattr(args, action.dest, None) != action.default:
+            return action.option_strings[0]
+    return None
 
 
 def _wants_cluster(cluster, args):
@@ -141,9 +160,13 @@ def _wants_cluster(cluster, args):
 
 def main(argv=None):
     cluster = _load_cluster()
-    args = build_parser(cluster).parse_args(argv)
+    parser = build_parser(cluster)
+    args = parser.parse_args(argv)
     if _wants_cluster(cluster, args):
         return int(cluster.main(args) or 0)
+    unused = _unused_cluster_flag(parser, args)
+    if unused:
+        parser.error("%s needs --distributed (distributed mode); without it nothing reads it" % unused)
     from inspector import render, report as report_mod
     report = report_mod.collect(args)
     if args.json:
