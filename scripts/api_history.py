@@ -11,7 +11,12 @@ NAME is a dotted module, a class, function or method (short, dotted, or module:Q
 as Class.field, or a Megatron-LM flag. Each event names the first release with the new state:
 added, removed, renamed, moved (with the successor; "inferred" when it is a guess from an
 identical body, a same-named definition elsewhere or a deprecation message, not an alias),
-signature_changed (which parameters), default_changed (old -> new), message_changed.
+signature_changed (which parameters), default_changed (old -> new), message_changed; and behaviour:
+deprecated (a message the function or constructor raises, warns or logs, or flag help, says so; the
+text is quoted with its file:line), ignored (flag help says the flag is ignored, or a deprecated flag
+that no code in megatron/core or megatron/training reads any more), body_changed (the memory
+estimator, the microbatch calculator and the pipeline layout parser: code lines added and removed
+per function, and per module).
 Indexed releases: 0.12.3 0.13.1 0.14.0 0.15.3 0.16.1 0.17.1 0.18.2 0.19.2; a minor line (0.15) or
 any patch of it means the indexed release of that line. The index is compiled from the released
 sources with `ast` (make index-releases); this script reads only that data.
@@ -36,6 +41,7 @@ from release_index.data import MissingData  # noqa: E402
 PROG = "api_history.py"
 SCHEMA_VERSION = 1
 DEFAULT_LIMIT = 200
+BEHAVIOUR = ("deprecated", "ignored", "body_changed")
 MAX_LIMIT = 100_000  # more than every event of the index (about 9,000)
 
 
@@ -143,7 +149,7 @@ def _fmt_event(ev: dict, key: str | None = None) -> str:
     if key:
         parts.append(key)
     if ev["detail"]:
-        parts.append(ev["detail"])
+        parts.append(ev["detail"] + (f" -> {ev['successor']}" if ev["successor"] and ev["change"] in BEHAVIOUR else ""))
     elif ev["successor"]:
         parts.append(f"-> {ev['successor']}")
     return ("  " + "  ".join(parts)).rstrip()

@@ -144,7 +144,7 @@ sys.path[:0] = ['scripts', 'dev']
 import build_release_index as b, release_ast
 from release_index import data
 site = Path(sys.argv[1])
-rel = release_ast.compile_release('0.19.2', b.installed_files(site), sys.argv[2])
+rel = b.compile_files('0.19.2', b.installed_files(site), sys.argv[2])
 sys.stdout.buffer.write(data.dumps(rel))
 """
 
