@@ -40,7 +40,9 @@ from release_index.data import MissingData  # noqa: E402
 
 PROG = "api_history.py"
 SCHEMA_VERSION = 1
-DEFAULT_LIMIT = 200
+DEFAULT_LIMIT = 40  # events: keeps the text under 4 KB and --json under 16 KB; --full lifts it
+DETAIL_CHARS = 240  # of one event's detail in text (--json carries it whole)
+TEXT_BUDGET = 3300  # bytes of event lines in text: the whole answer stays under 4 KB
 BEHAVIOUR = ("deprecated", "ignored", "body_changed")
 MAX_LIMIT = 100_000  # more than every event of the index (about 9,000)
 
@@ -63,8 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="events after release X.Y up to Z.W (for NAME, or all names)")
     p.add_argument("--under", metavar="PREFIX",
                    help="with --diff and no NAME: only names starting with PREFIX (a module path or --flag prefix)")
-    p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, metavar="N",
-                   help=f"print at most N events (default {DEFAULT_LIMIT})")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help=f"print at most N events (default {DEFAULT_LIMIT}; with --full all of them)")
+    p.add_argument("--full", action="store_true",
+                   help="every event, and each event's whole detail in text (output can run to megabytes)")
     p.add_argument("--json", action="store_true", help=f"print one JSON object (schema_version {SCHEMA_VERSION})")
     return p
 
@@ -83,7 +87,7 @@ def _split_args(argv: list[str]) -> list[str]:
         rest = []
     own = {o for a in build_parser()._actions for o in a.option_strings}
     out, name = [], None
-    takes = {"--at": 1, "--diff": 2, "--under": 1, "--limit": 1}
+    takes = {"--at": 1, "--diff": 2, "--under": 1, "--limit": 1}  # (--full, --json take none)
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -144,12 +148,13 @@ def _in_range(ev: dict, lo: str | None, hi: str | None) -> bool:
     return (lo is None or order(ev["version"]) > order(lo)) and (hi is None or order(ev["version"]) <= order(hi))
 
 
-def _fmt_event(ev: dict, key: str | None = None) -> str:
+def _fmt_event(ev: dict, key: str | None = None, full: bool = False) -> str:
     parts = [ev["version"].ljust(7), ev["change"].ljust(17)]
     if key:
         parts.append(key)
     if ev["detail"]:
-        parts.append(ev["detail"] + (f" -> {ev['successor']}" if ev["successor"] and ev["change"] in BEHAVIOUR else ""))
+        detail = ev["detail"] if full or len(ev["detail"]) <= DETAIL_CHARS else ev["detail"][:DETAIL_CHARS] + "..."
+        parts.append(detail + (f" -> {ev['successor']}" if ev["successor"] and ev["change"] in BEHAVIOUR else ""))
     elif ev["successor"]:
         parts.append(f"-> {ev['successor']}")
     return ("  " + "  ".join(parts)).rstrip()
@@ -225,10 +230,8 @@ def run_name(args, out) -> int:
     if not evs:
         rng = f"after {lo} up to {hi}" if lo else f"from {ri.RELEASES[0]} to {ri.RELEASES[-1]}"
         print(f"  no changes {rng}", file=out)
-    for e in evs[: args.limit]:
-        print(_fmt_event(e), file=out)
-    if len(evs) > args.limit:
-        print(f"  ... {len(evs) - args.limit} more (--limit, --json)", file=out)
+    _print_events([_fmt_event(e, full=args.full) for e in evs[: args.limit]], len(evs), args, out,
+                  "(--limit N, --full)")
     if at is not None:
         for line in _render_at(at):
             print(line, file=out)
@@ -270,12 +273,26 @@ def run_diff(args, out) -> int:
             shown.append(r)
         else:
             inside[(parent, r["version"], r["change"])] = inside.get((parent, r["version"], r["change"]), 0) + 1
+    lines = []
     for r in shown[: args.limit]:
         n = inside.get((r["name"], r["version"], r["change"]))
-        print(_fmt_event(r, r["name"]) + (f" (and {n} names inside)" if n else ""), file=out)
-    if len(shown) > args.limit:
-        print(f"  ... {len(shown) - args.limit} more (--under PREFIX, --limit N, --json)", file=out)
+        lines.append(_fmt_event(r, r["name"], args.full) + (f" (and {n} names inside)" if n else ""))
+    _print_events(lines, len(shown), args, out, "(--under PREFIX, --limit N, --full)")
     return 0
+
+
+def _print_events(lines: list[str], total: int, args, out, how: str) -> None:
+    """Event lines within TEXT_BUDGET bytes (unless --full or an explicit --limit), then how many more."""
+    used = 0
+    for i, line in enumerate(lines):
+        used += len(line.encode()) + 1
+        if used > TEXT_BUDGET and not args.full and not args.limit_given:
+            total_left = total - i
+            print(f"  ... {total_left} more {how}", file=out)
+            return
+        print(line, file=out)
+    if total > len(lines):
+        print(f"  ... {total - len(lines)} more {how}", file=out)
 
 
 def _parents(key: str) -> list[str]:
@@ -290,6 +307,9 @@ def _parents(key: str) -> list[str]:
 
 def _bound(args) -> None:
     try:
+        args.limit_given = args.limit is not None
+        if args.limit is None:
+            args.limit = MAX_LIMIT if args.full else DEFAULT_LIMIT
         cli_guard.bounded_int(args.limit, "--limit", 1, MAX_LIMIT)
         for what, text in (("NAME", args.name), ("--under", args.under), ("--at", args.at),
                            *((f"--diff {v}", v) for v in args.diff or ())):
