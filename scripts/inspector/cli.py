@@ -84,7 +84,7 @@ def _require(text):
 
 # Written by hand: argparse's generated usage lists every layout flag and runs to 45 lines.
 USAGE = ("%(prog)s [--json] [--timeout SECONDS] [--cuda] [--object MODULE:ATTR ...]\n"
-         "       [--config-fields [FILTER]] [--tiny-model] [--check-references] [--require NAME[,NAME]]\n"
+         "       [--config-fields [FILTER]] [--tiny-model] [--check-references] [--full] [--require NAME[,NAME]]\n"
          "   or: torchrun|srun ... %(prog)s --distributed [--json] [--layout --tensor-model-parallel-size N ...]")
 
 
@@ -132,6 +132,9 @@ def build_parser(cluster=None):
                         "and list those that do not hold (uses scripts/reference_facts.py)")
     p.add_argument("--references-dir", default=None, metavar="DIR",
                    help="directory of reference Markdown for --check-references (default: the bundle's references/)")
+    p.add_argument("--full", action="store_true",
+                   help="with --json: keep every default object's signature (by default only those "
+                        "named by --object; each omitted one says its length in signature_omitted)")
     p.add_argument("--require", type=_require, default=[], metavar="NAME[,NAME]",
                    help="exit 1 unless each named component is available; NAME is a report key: "
                         + ", ".join(REQUIRABLE))
@@ -169,6 +172,8 @@ def main(argv=None):
         parser.error("%s needs --distributed (distributed mode); without it nothing reads it" % unused)
     from inspector import render, report as report_mod
     report = report_mod.collect(args)
+    if not args.full:
+        report_mod.trim_signatures(report, args.objects)
     if args.json:
         sys.stdout.write(json.dumps(report, indent=1, sort_keys=False, default=repr) + "\n")
     else:
