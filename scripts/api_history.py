@@ -212,7 +212,7 @@ def run_name(args, out) -> int:
     evs = [e for e in ri.events(key) if _in_range(e, lo, hi)]
     present = ri.releases_of(key)
     kind = ri.catalog()[key]["kind"]
-    at = _at(key, _version(args.at)) if args.at else None
+    at = _at(key, _version(args.at)) if args.at is not None else None
     if args.json:
         obj = {"schema_version": SCHEMA_VERSION, "name": key, "query": args.name, "found": True,
                "kind": kind, "releases": list(present), "events": evs[: args.limit],
@@ -317,7 +317,7 @@ def _bound(args) -> None:
                 cli_guard.bounded_text(text, what, 400)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    for v in ([args.at] if args.at else []) + list(args.diff or ()):
+    for v in ([args.at] if args.at is not None else []) + list(args.diff or ()):
         _version(v)  # a bad release is bad input (2) before an unknown NAME (1)
 
 
