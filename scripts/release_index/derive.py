@@ -429,12 +429,18 @@ def _behaviour_events(a: dict, b: dict, ca: dict, cb: dict, v: str, events: dict
     """Deprecations and ignored inputs that messages, flag help and flag reads show; body changes of
     the watched functions (BODY_WATCH)."""
     fa, fb = a["flags"] or {}, b["flags"] or {}
-    # 1. A message (raise/assert/warn/log) that says "deprecated", new in this release's function.
-    old = {(path, fn, " ".join(text.split())) for kind, exc, text, path, fn, *_ in a["messages"]}
+    # 1. A message (raise/assert/warn/log) that says "deprecated", new in this release's function: not
+    # one the function already had (wherever its file now is), nor a rewording of one (message_changed).
+    old: dict[str, list[str]] = {}
+    for kind, exc, text, path, fn, *_ in a["messages"]:
+        norm = " ".join(text.split())
+        if DEPRECATED.search(norm):
+            old.setdefault(fn, []).append(norm)
     seen = set()
     for kind, exc, text, path, fn, line, *_ in b["messages"]:
         norm = " ".join(text.split())
-        if not DEPRECATED.search(norm) or (path, fn, norm) in old:
+        if not DEPRECATED.search(norm) or any(
+                o == norm or difflib.SequenceMatcher(None, o, norm).ratio() >= MSG_SIMILAR for o in old.get(fn, [])):
             continue
         key = _owner_key(path, fn, cb)
         if (key, norm) in seen:
