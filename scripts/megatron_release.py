@@ -82,7 +82,7 @@ def indexed(requested: str) -> str:
         raise UnsupportedRelease(f"not a megatron-core version: {shown!r}; {SUPPORTED}")
     hit = _line(parsed)
     if hit is None:
-        raise UnsupportedRelease(f"megatron-core {requested.strip()} is not supported; {SUPPORTED}")
+        raise UnsupportedRelease(f"megatron-core {requested.strip()} is not indexed; {SUPPORTED}")
     return hit
 
 
