@@ -57,7 +57,7 @@ def _values(action: dict) -> list[tuple[str, list[str], bool]]:
     if typ in NUMBER_TYPES or (typ and "int" in typ.lower()):
         cases = [("huge", ["99999999999999999999"], True), ("word", ["x"], True)]
         if typ in FLOAT_TYPES or (typ and "float" in typ.lower()):
-            cases += [("nan", ["nan"], True), ("inf", ["inf"], True)]
+            cases += [("nan", ["nan"], True), ("inf", ["inf"], True), ("negative", ["-5"], True)]
         return cases
     if action["options"] or action["nargs"] in (None, "?"):  # an option's or a single positional's text
         return [("huge-text", [HUGE_TEXT], False), ("empty", [""], False)]

@@ -21,6 +21,7 @@ OWNED = {
     ("review_model_code.py", "huge"): "i20 (reviewer): --timeout 1e20 is accepted",
     ("review_model_code.py", "nan"): "i20 (reviewer): --timeout nan is accepted",
     ("review_model_code.py", "inf"): "i20 (reviewer): --timeout inf is accepted",
+    ("review_model_code.py", "negative"): "i20 (reviewer): --timeout -5 is accepted",
     ("check_parallel_layout.py", "--step-batch-size-schedule", "huge-text"):
         "i22a (checker's layout parser): a 100,000-character schedule entry is echoed whole (101 KB)",
 }
@@ -105,3 +106,22 @@ def test_reviewer_refuses_input_with_nothing_to_review(kind, tmp_path):
     target.write_text("") if kind == "empty-file" else target.mkdir()
     proc = cli_cases.run("review_model_code.py", [str(target)])
     assert proc.returncode == 2 and cli_cases.one_line_reason(proc, "review_model_code.py"), proc.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="i22a (checker's layout parser): the repetition cap applies per "
+                                       "repetition, so nested repetitions expand past any memory")
+def test_nested_layout_repetition_is_refused_before_it_is_expanded():
+    """Issue 22: "(t*99999)*99999|L" grew past 10 GB. Under a 1.5 GB address-space limit a bounded
+    parser answers with a reason about the layout, not with a MemoryError."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
+
+    proc = subprocess.run([cli_cases.PLAIN, str(cli_cases.REPO / "scripts" / "check_parallel_layout.py"),
+                           "--world-size", "8", "--num-layers", "8",
+                           "--pipeline-model-parallel-layout", "(t*99999)*99999|L"],
+                          capture_output=True, text=True, timeout=120, cwd=cli_cases.REPO, env=cli_cases.env(),
+                          preexec_fn=limit)
+    assert proc.returncode in (1, 2) and "MemoryError" not in proc.stderr and "internal error" not in proc.stderr, \
+        proc.stderr[-500:]
