@@ -7,7 +7,8 @@ Each release is read without installing it: from the Megatron-LM git mirror's ta
 (``$MEGATRON_LM_MIRROR``, tags ``core_v0.X.Y``: they also carry ``megatron/training``, which the
 0.15 and 0.16 wheels lack) or, for 0.19.2 (never tagged), from its PyPI wheel
 (``tests/upstream_sources.py`` downloads it once into ``$MEGATRON_WHEEL_CACHE``). Only
-``megatron/core`` and ``megatron/training`` are read, with ``ast`` (dev/release_ast.py); events
+``megatron/core`` and ``megatron/training`` are read, with ``ast`` (dev/release_ast.py, and
+dev/release_behaviour.py for function bodies and flag reads); events
 are derived from the compiled releases (scripts/release_index/derive.py).
 
 The output is deterministic (sorted JSON, gzip without a timestamp): rebuilding gives the same
@@ -29,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests"), str(REPO / "dev")]
 
 import release_ast  # noqa: E402
+import release_behaviour  # noqa: E402
 from release_index import data, derive  # noqa: E402
 from release_index.versions import RELEASES  # noqa: E402
 
@@ -88,9 +90,17 @@ def read_release(version: str) -> tuple[dict[str, str], str]:
     return wheel_files(ref), f"PyPI wheel megatron-core=={ref}"
 
 
+def compile_files(version: str, files: dict[str, str], source: str) -> dict:
+    """One release's data: names, signatures, fields, flags and messages (dev/release_ast.py), and
+    the behaviour facts (dev/release_behaviour.py: watched function bodies, flag reads)."""
+    rel = release_ast.compile_release(version, files, source)
+    rel.update(release_behaviour.extract(files, rel["flags"]))
+    return rel
+
+
 def compile_version(version: str) -> dict:
     files, source = read_release(version)
-    return release_ast.compile_release(version, files, source)
+    return compile_files(version, files, source)
 
 
 def build(out: Path, only: list[str] | None = None) -> dict[str, float]:

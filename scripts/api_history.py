@@ -4,14 +4,19 @@
   api_history.py GPTModel                       events for a class across 0.12.3 ... 0.19.2
   api_history.py TransformerConfig.num_layers   a dataclass field (inherited ones too)
   api_history.py megatron.core.parallel_state:initialize_model_parallel --at 0.13
-  api_history.py --use-custom-fsdp              a Megatron-LM flag
+  api_history.py --use-custom-fsdp              a Megatron-LM flag (also: api_history.py -- --use-custom-fsdp)
   api_history.py --diff 0.15 0.17 --under megatron.core.transformer
 
 NAME is a dotted module, a class, function or method (short, dotted, or module:Qualname), a field
 as Class.field, or a Megatron-LM flag. Each event names the first release with the new state:
 added, removed, renamed, moved (with the successor; "inferred" when it is a guess from an
 identical body, a same-named definition elsewhere or a deprecation message, not an alias),
-signature_changed (which parameters), default_changed (old -> new), message_changed.
+signature_changed (which parameters), default_changed (old -> new), message_changed; and behaviour:
+deprecated (a message the function or constructor raises, warns or logs, or flag help, says so; the
+text is quoted with its file:line), ignored (flag help says the flag is ignored, or a deprecated flag
+that no code in megatron/core or megatron/training reads any more), body_changed (the memory
+estimator, the microbatch calculator and the pipeline layout parser: code lines added and removed
+per function, and per module).
 Indexed releases: 0.12.3 0.13.1 0.14.0 0.15.3 0.16.1 0.17.1 0.18.2 0.19.2; a minor line (0.15) or
 any patch of it means the indexed release of that line. The index is compiled from the released
 sources with `ast` (make index-releases); this script reads only that data.
@@ -28,12 +33,18 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import cli_guard  # noqa: E402
+import megatron_release  # noqa: E402
 import release_index as ri  # noqa: E402
 from release_index.data import MissingData  # noqa: E402
 
 PROG = "api_history.py"
 SCHEMA_VERSION = 1
-DEFAULT_LIMIT = 200
+DEFAULT_LIMIT = 40  # events: keeps the text under 4 KB and --json under 16 KB; --full lifts it
+DETAIL_CHARS = 240  # of one event's detail in text (--json carries it whole)
+TEXT_BUDGET = 3300  # bytes of event lines in text: the whole answer stays under 4 KB
+BEHAVIOUR = ("deprecated", "ignored", "body_changed")
+MAX_LIMIT = 100_000  # more than every event of the index (about 9,000)
 
 
 class BadInput(Exception):
@@ -54,17 +65,29 @@ def build_parser() -> argparse.ArgumentParser:
                    help="events after release X.Y up to Z.W (for NAME, or all names)")
     p.add_argument("--under", metavar="PREFIX",
                    help="with --diff and no NAME: only names starting with PREFIX (a module path or --flag prefix)")
-    p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, metavar="N",
-                   help=f"print at most N events (default {DEFAULT_LIMIT})")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help=f"print at most N events (default {DEFAULT_LIMIT}; with --full all of them)")
+    p.add_argument("--full", action="store_true",
+                   help="every event, and each event's whole detail in text (output can run to megabytes)")
     p.add_argument("--json", action="store_true", help=f"print one JSON object (schema_version {SCHEMA_VERSION})")
     return p
 
 
 def _split_args(argv: list[str]) -> list[str]:
-    """A flag NAME (--use-custom-fsdp) is not an option of this script: put it after '--'."""
+    """A flag NAME (--use-custom-fsdp) is not an option of this script: put it after '--'.
+
+    Everything after a '--' of the user's is NAME too ("api_history.py -- --moe-router-topk").
+    """
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, rest = argv[:cut], argv[cut + 1:]
+        if len(rest) > 1:
+            raise BadInput(f"one NAME after '--', got {len(rest)}: {' '.join(cli_guard.shown(r, 40) for r in rest[:3])}")
+    else:
+        rest = []
     own = {o for a in build_parser()._actions for o in a.option_strings}
     out, name = [], None
-    takes = {"--at": 1, "--diff": 2, "--under": 1, "--limit": 1}
+    takes = {"--at": 1, "--diff": 2, "--under": 1, "--limit": 1}  # (--full, --json take none)
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -80,7 +103,11 @@ def _split_args(argv: list[str]) -> list[str]:
                 if i < len(argv):
                     out.append(argv[i])
         i += 1
-    return out + (["--", name] if name else [])
+    if rest:
+        if name is not None or any(not a.startswith("-") for a in out):
+            raise BadInput("give one NAME (before or after '--', not both)")
+        name = rest[0]
+    return out + (["--", name] if name is not None else [])
 
 
 def _version(text: str) -> str:
@@ -121,12 +148,13 @@ def _in_range(ev: dict, lo: str | None, hi: str | None) -> bool:
     return (lo is None or order(ev["version"]) > order(lo)) and (hi is None or order(ev["version"]) <= order(hi))
 
 
-def _fmt_event(ev: dict, key: str | None = None) -> str:
+def _fmt_event(ev: dict, key: str | None = None, full: bool = False) -> str:
     parts = [ev["version"].ljust(7), ev["change"].ljust(17)]
     if key:
         parts.append(key)
     if ev["detail"]:
-        parts.append(ev["detail"])
+        detail = ev["detail"] if full or len(ev["detail"]) <= DETAIL_CHARS else ev["detail"][:DETAIL_CHARS] + "..."
+        parts.append(detail + (f" -> {ev['successor']}" if ev["successor"] and ev["change"] in BEHAVIOUR else ""))
     elif ev["successor"]:
         parts.append(f"-> {ev['successor']}")
     return ("  " + "  ".join(parts)).rstrip()
@@ -184,7 +212,7 @@ def run_name(args, out) -> int:
     evs = [e for e in ri.events(key) if _in_range(e, lo, hi)]
     present = ri.releases_of(key)
     kind = ri.catalog()[key]["kind"]
-    at = _at(key, _version(args.at)) if args.at else None
+    at = _at(key, _version(args.at)) if args.at is not None else None
     if args.json:
         obj = {"schema_version": SCHEMA_VERSION, "name": key, "query": args.name, "found": True,
                "kind": kind, "releases": list(present), "events": evs[: args.limit],
@@ -202,10 +230,8 @@ def run_name(args, out) -> int:
     if not evs:
         rng = f"after {lo} up to {hi}" if lo else f"from {ri.RELEASES[0]} to {ri.RELEASES[-1]}"
         print(f"  no changes {rng}", file=out)
-    for e in evs[: args.limit]:
-        print(_fmt_event(e), file=out)
-    if len(evs) > args.limit:
-        print(f"  ... {len(evs) - args.limit} more (--limit, --json)", file=out)
+    _print_events([_fmt_event(e, full=args.full) for e in evs[: args.limit]], len(evs), args, out,
+                  "(--limit N, --full)")
     if at is not None:
         for line in _render_at(at):
             print(line, file=out)
@@ -247,12 +273,26 @@ def run_diff(args, out) -> int:
             shown.append(r)
         else:
             inside[(parent, r["version"], r["change"])] = inside.get((parent, r["version"], r["change"]), 0) + 1
+    lines = []
     for r in shown[: args.limit]:
         n = inside.get((r["name"], r["version"], r["change"]))
-        print(_fmt_event(r, r["name"]) + (f" (and {n} names inside)" if n else ""), file=out)
-    if len(shown) > args.limit:
-        print(f"  ... {len(shown) - args.limit} more (--under PREFIX, --limit N, --json)", file=out)
+        lines.append(_fmt_event(r, r["name"], args.full) + (f" (and {n} names inside)" if n else ""))
+    _print_events(lines, len(shown), args, out, "(--under PREFIX, --limit N, --full)")
     return 0
+
+
+def _print_events(lines: list[str], total: int, args, out, how: str) -> None:
+    """Event lines within TEXT_BUDGET bytes (unless --full or an explicit --limit), then how many more."""
+    used = 0
+    for i, line in enumerate(lines):
+        used += len(line.encode()) + 1
+        if used > TEXT_BUDGET and not args.full and not args.limit_given:
+            total_left = total - i
+            print(f"  ... {total_left} more {how}", file=out)
+            return
+        print(line, file=out)
+    if total > len(lines):
+        print(f"  ... {total - len(lines)} more {how}", file=out)
 
 
 def _parents(key: str) -> list[str]:
@@ -265,19 +305,45 @@ def _parents(key: str) -> list[str]:
     return out
 
 
+def _bound(args) -> None:
+    try:
+        args.limit_given = args.limit is not None
+        if args.limit is None:
+            args.limit = MAX_LIMIT if args.full else DEFAULT_LIMIT
+        cli_guard.bounded_int(args.limit, "--limit", 1, MAX_LIMIT)
+        for what, text in (("NAME", args.name), ("--under", args.under), ("--at", args.at),
+                           *((f"--diff {v}", v) for v in args.diff or ())):
+            if text is not None:
+                cli_guard.bounded_text(text, what, 400)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    for v in ([args.at] if args.at is not None else []) + list(args.diff or ()):
+        _version(v)  # a bad release is bad input (2) before an unknown NAME (1)
+
+
+def _note_newer_installed() -> None:
+    """An installed release newer than the index is named (on stderr): its history ends at 0.19.2."""
+    found = megatron_release.installed()
+    parsed = megatron_release.parse(found) if found else None
+    if parsed and megatron_release.is_newer(parsed):
+        print(f"{PROG}: installed megatron-core {found} is newer than {megatron_release.NEWEST}: "
+              f"history shown up to {megatron_release.NEWEST}, checked as {megatron_release.NEWEST}",
+              file=sys.stderr)
+
+
 def main(argv: list[str] | None = None, out=None) -> int:
     out = out or sys.stdout
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = build_parser().parse_args(_split_args(argv))
-        if args.limit < 1:
-            raise BadInput("--limit must be at least 1")
+        _bound(args)
         if args.name is not None and not args.name.strip():
             raise BadInput("NAME is empty")
         if args.name is None and not args.diff:
             raise BadInput("give NAME, or --diff X.Y Z.W (see --help)")
         if args.under and (args.name or not args.diff):
             raise BadInput("--under filters --diff over all names; it does not go with NAME")
+        _note_newer_installed()
         if args.name is None:
             return run_diff(args, out)
         return run_name(args, out)
@@ -290,4 +356,4 @@ def main(argv: list[str] | None = None, out=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli_guard.run(main, PROG))

@@ -48,7 +48,7 @@ def test_name_json_schema():
     for ev in out["events"]:
         assert set(ev) == {"version", "change", "detail", "successor", "inferred"}
         assert ev["change"] in ("added", "removed", "renamed", "moved", "signature_changed",
-                                "default_changed", "message_changed")
+                                "default_changed", "message_changed", "deprecated", "ignored", "body_changed")
         assert isinstance(ev["inferred"], bool)
     assert out["releases"][0] == "0.12.3" and out["releases"][-1] == "0.19.2"
 

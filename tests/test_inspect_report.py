@@ -54,7 +54,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def run():
     environ = dict(os.environ, **SECRETS)
-    args = [sys.executable, SCRIPT, "--json", "--tiny-model", "--config-fields", FILTER,
+    args = [sys.executable, SCRIPT, "--json", "--full", "--tiny-model", "--config-fields", FILTER,
             "--check-references", "--references-dir", DRIFT]
     for key in EXTRA_OBJECTS:
         args += ["--object", key]

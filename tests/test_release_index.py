@@ -60,8 +60,12 @@ def test_resolve_version_without_request_uses_metadata_then_default(monkeypatch)
     assert ri.resolve_version(None) == ("0.16.1", "installed megatron-core")
     monkeypatch.setattr(ri.versions, "installed_version", lambda: None)
     assert ri.resolve_version(None) == ("0.19.2", "default")
-    monkeypatch.setattr(ri.versions, "installed_version", lambda: "0.9.0")  # not indexed
-    assert ri.resolve_version(None) == ("0.19.2", "default")
+    monkeypatch.setattr(ri.versions, "installed_version", lambda: "0.20.1")  # newer: named, checked as 0.19.2
+    assert ri.resolve_version(None) == (
+        "0.19.2", "installed megatron-core 0.20.1, newer than 0.19.2: checked as 0.19.2")
+    monkeypatch.setattr(ri.versions, "installed_version", lambda: "0.9.0")  # older than the index
+    with pytest.raises(ValueError, match=r"installed megatron-core 0\.9\.0 is not supported; supported: 0\.12"):
+        ri.resolve_version(None)
 
 
 def test_installed_version_reads_metadata_without_importing_megatron():
@@ -140,7 +144,7 @@ sys.path[:0] = ['scripts', 'dev']
 import build_release_index as b, release_ast
 from release_index import data
 site = Path(sys.argv[1])
-rel = release_ast.compile_release('0.19.2', b.installed_files(site), sys.argv[2])
+rel = b.compile_files('0.19.2', b.installed_files(site), sys.argv[2])
 sys.stdout.buffer.write(data.dumps(rel))
 """
 

@@ -49,7 +49,7 @@ class UsageError(Exception):
 
 
 def _object_key(text):
-    if not objects.valid_object_key(text):
+    if len(text) > MAX_TEXT or not objects.valid_object_key(text):
         raise argparse.ArgumentTypeError("expected MODULE:ATTR (e.g. megatron.core.models.gpt.gpt_model:GPTModel), got %r" % text)
     return text
 
@@ -64,6 +64,15 @@ def _positive(text):
     return value
 
 
+MAX_TEXT = 300  # characters of an --object key or a --config-fields filter
+
+
+def _bounded(text):
+    if len(text) > MAX_TEXT:
+        raise argparse.ArgumentTypeError("at most %d characters, got %d" % (MAX_TEXT, len(text)))
+    return text
+
+
 def _require(text):
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in REQUIRABLE]
@@ -75,7 +84,7 @@ def _require(text):
 
 # Written by hand: argparse's generated usage lists every layout flag and runs to 45 lines.
 USAGE = ("%(prog)s [--json] [--timeout SECONDS] [--cuda] [--object MODULE:ATTR ...]\n"
-         "       [--config-fields [FILTER]] [--tiny-model] [--check-references] [--require NAME[,NAME]]\n"
+         "       [--config-fields [FILTER]] [--tiny-model] [--check-references] [--full] [--require NAME[,NAME]]\n"
          "   or: torchrun|srun ... %(prog)s --distributed [--json] [--layout --tensor-model-parallel-size N ...]")
 
 
@@ -112,7 +121,7 @@ def build_parser(cluster=None):
                         "ask Transformer Engine about FP8/MXFP8/NVFP4 support")
     p.add_argument("--object", dest="objects", action="append", type=_object_key, default=[],
                    metavar="MODULE:ATTR", help="also report this object's signature, printed in text mode too (repeatable)")
-    p.add_argument("--config-fields", nargs="?", const="", default=None, metavar="FILTER",
+    p.add_argument("--config-fields", nargs="?", const="", default=None, metavar="FILTER", type=_bounded,
                    help="list TransformerConfig/ModelParallelConfig fields with types and "
                         "defaults (FILTER: case-insensitive substring of the field name)")
     p.add_argument("--tiny-model", action="store_true",
@@ -123,12 +132,25 @@ def build_parser(cluster=None):
                         "and list those that do not hold (uses scripts/reference_facts.py)")
     p.add_argument("--references-dir", default=None, metavar="DIR",
                    help="directory of reference Markdown for --check-references (default: the bundle's references/)")
+    p.add_argument("--full", action="store_true",
+                   help="with --json: keep every default object's signature (by default only those "
+                        "named by --object; each omitted one says its length in signature_omitted)")
     p.add_argument("--require", type=_require, default=[], metavar="NAME[,NAME]",
                    help="exit 1 unless each named component is available; NAME is a report key: "
                         + ", ".join(REQUIRABLE))
+    own = len(p._actions)
     if cluster is not None and hasattr(cluster, "add_arguments"):
         cluster.add_arguments(p)
+    p.cluster_actions = p._actions[own:]  # only --distributed reads them (see _unused_cluster_flag)
     return p
+
+
+def _unused_cluster_flag(parser, args):
+    """The first cluster-mode option given without --distributed (it would be ignored), else None."""
+    for action in getattr(parser, "cluster_actions", []):
+        if action.dest != "distributed" and getattr(args, action.dest, None) != action.default:
+            return action.option_strings[0]
+    return None
 
 
 def _wants_cluster(cluster, args):
@@ -141,11 +163,17 @@ def _wants_cluster(cluster, args):
 
 def main(argv=None):
     cluster = _load_cluster()
-    args = build_parser(cluster).parse_args(argv)
+    parser = build_parser(cluster)
+    args = parser.parse_args(argv)
     if _wants_cluster(cluster, args):
         return int(cluster.main(args) or 0)
+    unused = _unused_cluster_flag(parser, args)
+    if unused:
+        parser.error("%s needs --distributed (distributed mode); without it nothing reads it" % unused)
     from inspector import render, report as report_mod
     report = report_mod.collect(args)
+    if not args.full:
+        report_mod.trim_signatures(report, args.objects)
     if args.json:
         sys.stdout.write(json.dumps(report, indent=1, sort_keys=False, default=repr) + "\n")
     else:

@@ -92,6 +92,9 @@ def _requested_object_lines(objs, keys):
     return ["signatures (--object):"] + lines if lines else []
 
 
+REFERENCES_SHOWN = 15  # facts listed in text (about 3 KB); --json has every one
+
+
 def render_text(report, requested_objects=()):
     """The report as text; ``requested_objects`` (the --object keys) get their signatures printed."""
     out = ["inspect_core_api (schema %s)" % report.get("schema_version")]
@@ -151,7 +154,10 @@ def _optional_sections(report):
             refs.get("does_not_hold_count"), refs.get("checked"), refs.get("could_not_check_count"))
             if refs.get("status") == "available" else "")
         lines.append(_line("references", refs, summary))
-        for r in refs.get("does_not_hold", []):
+        listed = refs.get("does_not_hold", [])
+        for r in listed[:REFERENCES_SHOWN]:
             lines.append("  - %s %s [%s]: %s" % (r.get("status"), r.get("id"), r.get("source"),
                                                  _short(r.get("detail", ""), 160)))
+        if len(listed) > REFERENCES_SHOWN:
+            lines.append("  ... %d more (--json lists all)" % (len(listed) - REFERENCES_SHOWN))
     return lines

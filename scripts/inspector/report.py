@@ -245,9 +245,15 @@ def _relative_source(result):
     return result
 
 
-def references_entry(res, timeout, opts):
-    """Drift check: facts from references/*.md that do not hold in this installation."""
+def references_entry(res, timeout, opts, core=None):
+    """Drift check: facts from references/*.md that do not hold in this installation. Without an
+    importable megatron-core there is nothing to check against: one status, not a list of every fact."""
     entry = {"references_dir": opts["references_dir"]}
+    if core is not None and core.get("status") not in (None, "available"):
+        entry["status"] = core["status"]
+        entry["reason"] = ("megatron-core is %s in this Python (%s): the facts in references/ are not "
+                           "checked" % (core["status"].replace("_", " "), sys.executable))
+        return entry
     failed = _child_failed(res, timeout)
     if failed:
         entry["status"], entry["reason"] = failed
@@ -289,11 +295,22 @@ def collect(options=None):
     if "tiny_model" in results:
         report["tiny_model"] = tiny_model_entry(results["tiny_model"], opts["timeout"])
     if "references" in results:
-        report["references"] = references_entry(results["references"], opts["timeout"], opts)
+        report["references"] = references_entry(results["references"], opts["timeout"], opts, core)
     report["timing"] = {"total_s": round(time.monotonic() - started, 3),
                         "children_s": {k: v["seconds"] for k, v in results.items()},
                         "timeout_s": opts["timeout"]}
     return env.scrub_tree(report, env.secret_values())
+
+
+def trim_signatures(report, keep=()):
+    """The default objects' signatures out of the report, except those in ``keep`` (the --object keys):
+    they are most of its size (TransformerConfig alone is 14 KB). --full keeps all."""
+    for key, entry in report.get("objects", {}).items():
+        sig = entry.get("signature")
+        if sig and key not in keep:
+            entry["signature"] = None
+            entry["signature_omitted"] = len(sig)
+    return report
 
 
 def unmet(report, names):

@@ -23,4 +23,4 @@ from .messages import find_message, message_history, releases_with_message  # no
 from .versions import DEFAULT, RELEASES, resolve_version, minor_of  # noqa: F401
 
 EVENT_KINDS = ("added", "removed", "renamed", "moved", "signature_changed", "default_changed",
-               "message_changed")
+               "message_changed", "deprecated", "ignored", "body_changed")

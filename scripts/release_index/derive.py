@@ -25,6 +25,17 @@ from __future__ import annotations
 import difflib
 import re
 
+# Functions whose body changes are events (module path -> what it is): every function and method of
+# these modules (dev/release_behaviour.py hashes their bodies line by line).
+BODY_WATCH = {
+    "megatron/training/theoretical_memory_usage.py": "memory estimator",
+    "megatron/core/num_microbatches_calculator.py": "microbatch calculator",
+    "megatron/core/transformer/pipeline_parallel_layer_layout.py": "pipeline layout parser",
+}
+DEPRECATED = re.compile(r"\bdeprecat", re.I)
+# Unconditional only: "has no effect when ..." or "... on attention layers" is not an ignored flag.
+IGNORED = re.compile(r"\b(?:flag|argument|option|value|it)\s+(?:is|will be|gets)\s+(?:now\s+)?ignored\b"
+                     r"|\bhas no effect\s*(?:[.;]|$)|\bno longer (?:used|has any effect)\b", re.I)
 FLAG_HELP_SIMILAR = 0.85  # difflib ratio of help texts above which a new flag continues a removed one
 MSG_SIMILAR = 0.6  # difflib ratio above which a replaced message in one function counts as reworded
 FIELDS_CARRIED = 0.8  # share of a removed dataclass's fields a new one must have to be its successor
@@ -305,6 +316,7 @@ def _pair(a: dict, b: dict, ca: dict, cb: dict, events: dict) -> None:
             _emit(events, f, v, "signature_changed",
                   "; ".join(f"{x}: {o.get(x)} -> {rec.get(x)}" for x in changed))
     _message_events(a, b, v, events)
+    _behaviour_events(a, b, ca, cb, v, events)
 
 
 def _flag_from_help(flag: str, msgs: list[list], new_flags: set[str]) -> str | None:
@@ -361,7 +373,7 @@ def _message_events(a: dict, b: dict, v: str, events: dict) -> None:
     """A message replaced by a similar one in the same function (same kind) was reworded."""
     def group(rel):
         g: dict[tuple, list] = {}
-        for kind, exc, text, path, fn, line in rel["messages"]:
+        for kind, exc, text, path, fn, line, *_ in rel["messages"]:  # later fields (condition, reads) are not needed here
             g.setdefault((path, fn, kind), []).append(text)
         return g
     ga, gb = group(a), group(b)
@@ -377,3 +389,114 @@ def _message_events(a: dict, b: dict, v: str, events: dict) -> None:
                 path, fn, kind = key
                 _emit(events, f"{_module_of(path)}:{fn}", v, "message_changed",
                       f"{kind}: {o!r} -> {best!r}")
+
+
+def _quote(text: str, limit: int = 160, about: re.Pattern | None = None) -> str:
+    """text cut to limit characters; with ``about``, from the sentence where it first matches."""
+    text = " ".join(text.split())
+    hit = about.search(text) if about else None
+    if hit and hit.start() > limit // 2:
+        start = max(text.rfind(". ", 0, hit.start()) + 2, 0)
+        text = "..." + text[start:] if start > 0 else text
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _owner_key(path: str, function: str, cat: dict) -> str:
+    """The catalogue key a message's function belongs to: a constructor's message is its class's."""
+    mod = _module_of(path)
+    qual = function[: -len(".__init__")] if function.endswith(".__init__") else function
+    while qual:
+        if f"{mod}:{qual}" in cat:
+            return f"{mod}:{qual}"
+        qual = qual.rpartition(".")[0]
+    return mod
+
+
+def _help_successor(text: str, flags: dict) -> str | None:
+    """The flag a deprecation text points to: "--new-flag", or a dest ("use new_name instead")."""
+    by_dest = {(r.get("dest") or ""): f for f, r in flags.items()}
+    for tok in _SUCCESSOR_IN_TEXT.findall(text):
+        tok = tok.rstrip(".")
+        if ("--" + tok) in flags:
+            return "--" + tok
+        if tok in by_dest:
+            return by_dest[tok]
+    hit = re.search(r"(--[a-z0-9][a-z0-9-]*)\s+instead", text)
+    return hit.group(1) if hit and hit.group(1) in flags else None
+
+
+def _behaviour_events(a: dict, b: dict, ca: dict, cb: dict, v: str, events: dict) -> None:
+    """Deprecations and ignored inputs that messages, flag help and flag reads show; body changes of
+    the watched functions (BODY_WATCH)."""
+    fa, fb = a["flags"] or {}, b["flags"] or {}
+    # 1. A message (raise/assert/warn/log) that says "deprecated", new in this release's function: not
+    # one the function already had (wherever its file now is), nor a rewording of one (message_changed).
+    old: dict[str, list[str]] = {}
+    for kind, exc, text, path, fn, *_ in a["messages"]:
+        norm = " ".join(text.split())
+        if DEPRECATED.search(norm):
+            old.setdefault(fn, []).append(norm)
+    seen = set()
+    for kind, exc, text, path, fn, line, *_ in b["messages"]:
+        norm = " ".join(text.split())
+        if not DEPRECATED.search(norm) or any(
+                o == norm or difflib.SequenceMatcher(None, o, norm).ratio() >= MSG_SIMILAR for o in old.get(fn, [])):
+            continue
+        key = _owner_key(path, fn, cb)
+        if (key, norm) in seen:
+            continue
+        seen.add((key, norm))
+        said = f"{fn} {kind}s {_quote(text)} ({path}:{line})"
+        _emit(events, key, v, "deprecated", said)
+        # What the message names as deprecated: a flag, or a field of the class it is raised in.
+        for name in re.findall(r"`?(--[a-z0-9][a-z0-9-]*|[A-Za-z_]\w*)`? (?:is|are|has been) deprecated", norm):
+            target = name if name.startswith("--") else f"{key}.{name}"
+            if target != key and (target in fb or cb.get(target) == "field"):
+                _emit(events, target, v, "deprecated", said,
+                      _help_successor(norm, fb) if target.startswith("--") else None)
+    # 2. Flag help that now says deprecated or ignored.
+    for flag, rec in fb.items():
+        new, prev = rec.get("help") or "", (fa.get(flag) or {}).get("help") or ""
+        if DEPRECATED.search(new) and not DEPRECATED.search(prev):
+            _emit(events, flag, v, "deprecated", f"help: {_quote(new, about=DEPRECATED)}", _help_successor(new, fb))
+        if IGNORED.search(new) and not IGNORED.search(prev):
+            _emit(events, flag, v, "ignored", f"help: {_quote(new, about=IGNORED)}", _help_successor(new, fb))
+    # 3. A deprecated flag still parsed that nothing reads any more. Only deprecated ones: the index
+    # holds megatron/core and megatron/training, and other code (megatron/inference, examples) may
+    # read a flag that is not deprecated.
+    ra, rb = a.get("reads") or {}, b.get("reads") or {}
+    for flag, rec in sorted(fb.items()):
+        dest = rec.get("dest")
+        deprecated = DEPRECATED.search(rec.get("help") or "") or any(
+            e[1] == "deprecated" for e in events.get(flag, []))
+        if flag in fa and dest and deprecated and ra.get(dest, 0) > 0 and rb.get(dest, 1) == 0:
+            _emit(events, flag, v, "ignored",
+                  f"deprecated and never read: no code in megatron/core or megatron/training reads "
+                  f"{dest} ({ra[dest]} reads in {a['version']}, 0 in {v})")
+    # 4. Body changes of the watched functions, and one summary per watched module.
+    ba, bb = a.get("bodies") or {}, b.get("bodies") or {}
+    per_module: dict[str, list[str]] = {}
+    totals: dict[str, list[int]] = {}
+    for key in sorted(set(ba) & set(bb)):
+        if ba[key] == bb[key]:
+            continue
+        sm = difflib.SequenceMatcher(None, ba[key], bb[key], autojunk=False)
+        removed = sum(i2 - i1 for op, i1, i2, j1, j2 in sm.get_opcodes() if op in ("replace", "delete"))
+        added = sum(j2 - j1 for op, i1, i2, j1, j2 in sm.get_opcodes() if op in ("replace", "insert"))
+        detail = f"body: {added} lines added, {removed} removed (of {len(ba[key])}; code only, as ast prints it)"
+        if key in cb:
+            _emit(events, key, v, "body_changed", detail)
+        mod = key.split(":", 1)[0]
+        per_module.setdefault(mod, []).append(f"{key.split(':', 1)[1]} +{added} -{removed}")
+        t = totals.setdefault(mod, [0, 0, 0])
+        t[0] += added
+        t[1] += removed
+    for key in sorted(set(ba) ^ set(bb)):
+        mod = key.split(":", 1)[0]
+        t = totals.setdefault(mod, [0, 0, 0])
+        per_module.setdefault(mod, []).append(f"{key.split(':', 1)[1]} {'added' if key in bb else 'removed'}")
+    for mod, parts in sorted(per_module.items()):
+        label = next((what for path, what in BODY_WATCH.items() if _module_of(path) == mod), "watched module")
+        added, removed = totals[mod][0], totals[mod][1]
+        _emit(events, mod, v, "body_changed",
+              f"{label}: {added} code lines added, {removed} removed in {len(parts)} function(s): " + ", ".join(parts))

@@ -74,7 +74,7 @@ class Release:
     def messages(self) -> list[dict]:
         """Fixed text of raise/assert/warnings.warn/logger calls; "{}" stands for each variable part."""
         return [{"kind": k, "exc": e, "text": t, "file": f, "function": fn, "line": ln}
-                for k, e, t, f, fn, ln in self._raw["messages"]]
+                for k, e, t, f, fn, ln, *_ in self._raw["messages"]]
 
     def resolve(self, name: str) -> str | None:
         """Where a public name as a user writes it leads in this release, or None if it does not exist.

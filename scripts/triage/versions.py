@@ -13,26 +13,20 @@ import re
 
 from reference_facts import version_in_spec
 
-BUNDLE = "0.19.2"
-CHECKED = (0, 15)  # the oldest release the text histories were checked against
-VERSION = re.compile(r"^\d+\.\d+(?:\.\d+)?(?:[.-]?(?:rc|dev|post)\d*)?$")
+import megatron_release
+
+BUNDLE = megatron_release.NEWEST
+CHECKED = (0, 12)  # the oldest line the text histories were checked against (the release index: 0.12.3 on)
 SINCE = re.compile(r"since 0\.(\d+)")
 
 
 def resolve(requested: str | None) -> tuple[str | None, str]:
-    """(release or None, where it came from). ValueError for a malformed --megatron-version."""
-    if requested is not None:
-        if not VERSION.match(requested.strip()):
-            raise ValueError(f"--megatron-version {requested!r} is not a release number like 0.16 or 0.16.1")
-        return requested.strip(), "--megatron-version"
-    from importlib import metadata
-
-    for dist in ("megatron-core", "megatron_core"):
-        try:
-            return metadata.version(dist), "installed megatron-core"
-        except metadata.PackageNotFoundError:
-            continue
-    return None, "no --megatron-version given and no megatron-core installed"
+    """(release or None, where it came from), decided by scripts/megatron_release.py.
+    ValueError (UnsupportedRelease) for a release outside 0.12 to 0.19.2."""
+    choice = megatron_release.choose(requested)
+    if choice.version is None:
+        return None, "no --megatron-version given and no megatron-core installed"
+    return choice.version, choice.source
 
 
 def _minor(version: str) -> tuple[int, int]:
@@ -60,7 +54,7 @@ def caveat(rec: dict, release: str | None, message: dict | None) -> dict:
         notes.append(f"{release} does not have this text (it appears in 0.{since.group(1)}): "
                      f"your release prints another message or none; see Versions")
     elif since and _minor(release) < CHECKED:
-        notes.append(f"{release} is older than the releases checked (0.15 to {BUNDLE})")
+        notes.append(f"{release} is older than the releases checked (0.{CHECKED[1]} to {BUNDLE})")
     elif since:
         notes.append(f"same fixed text in {release} (present since 0.{since.group(1)})")
     elif _minor(release) != _minor(BUNDLE):
