@@ -83,6 +83,80 @@ def _exec(stmt: str) -> None:
     exec(compile(stmt, "<eval-stmt>", "exec"), {})  # a fixed import statement from evals.json
 
 
+def _args(value):
+    """JSON arguments for a call: {"__ns__": {...}} stands for an argparse-like namespace."""
+    import types
+
+    if isinstance(value, dict) and set(value) == {"__ns__"}:
+        return types.SimpleNamespace(**value["__ns__"])
+    return value
+
+
+def _call(spec):
+    """Megatron's own function, called: obj(*args, **kwargs), then an optional attribute path."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = _obj(spec["object"])(*[_args(a) for a in spec.get("args", [])],
+                                    **{k: _args(v) for k, v in spec.get("kwargs", {}).items()})
+    for part in spec.get("attr", "").split(".") if spec.get("attr") else []:
+        out = getattr(out, part)
+    return out
+
+
+def _rejected_kwargs(spec) -> list[str]:
+    """The keywords a call site passes that the installed callee's signature cannot accept."""
+    params = inspect.signature(_obj(spec["object"])).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return []
+    return [k for k in spec["keywords"] if k not in params or params[k].kind is inspect.Parameter.POSITIONAL_ONLY]
+
+
+def _param_at(spec) -> str:
+    names = [n for n in inspect.signature(_obj(spec["object"])).parameters if n != "self"]
+    return names[spec["index"]]
+
+
+def _layers_per_rank(spec) -> list[int]:
+    """Decoder layers each pipeline rank builds (get_num_layers_to_build with pp_rank, 0.19 API)."""
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+
+    config = _build(spec)
+    return [get_num_layers_to_build(config, vp_stage=None, pp_rank=r) for r in range(config.pipeline_model_parallel_size)]
+
+
+def _layout_decoders(spec) -> list[int]:
+    """Decoder layers per pipeline stage of a --pipeline-model-parallel-layout string, parsed by Megatron."""
+    from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+    from megatron.core.transformer.enums import LayerType
+
+    layout = PipelineParallelLayerLayout(spec["layout"], spec["pp"])
+    return [sum(layer == LayerType.decoder for chunk in stage for layer in chunk) for stage in layout.layout]
+
+
+def _pg_fields(spec) -> list[str]:
+    """Fields ProcessGroupCollection.use_mpu_process_groups() fills after a 1-rank gloo init."""
+    import socket
+
+    import torch
+    from megatron.core import parallel_state
+    from megatron.core.process_groups_config import ProcessGroupCollection
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            parallel_state.initialize_model_parallel()
+            pgs = ProcessGroupCollection.use_mpu_process_groups(**spec.get("kwargs", {}))
+        names = [f.name for f in dataclasses.fields(pgs)] if dataclasses.is_dataclass(pgs) else list(vars(pgs))
+        return sorted(n for n in names if getattr(pgs, n, None) is not None)
+    finally:
+        parallel_state.destroy_model_parallel()
+        torch.distributed.destroy_process_group()
+
+
 def _spec_mlp(spec) -> str:
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
@@ -106,6 +180,13 @@ KINDS = {
     "call_error": lambda s: _error_text(lambda: _obj(s["object"])(**s.get("kwargs", {}))),
     "spec_mlp": _spec_mlp,
     "installed_source": lambda s: s["contains"].replace("\\n", "\n") in _installed(s["path"]).read_text(),
+    "call": _call,
+    "rejected_kwargs": _rejected_kwargs,
+    "param_at": _param_at,
+    "layers_per_rank": _layers_per_rank,
+    "layout_decoders": _layout_decoders,
+    "pg_fields": _pg_fields,
+    "version": lambda s: importlib.import_module("megatron.core").__version__.split("+")[0],
 }
 
 
