@@ -907,6 +907,166 @@ add(ev("field-etp-unset-mesh", "layout", "TH-MB4007",
         "thread https://github.com/NVIDIA-NeMo/Megatron-Bridge/issues/4007"]))
 
 
+# ------------------------------------------------------------------ common config errors (PR-5768 addendum)
+
+T2 = {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4}
+
+
+def config_error(name, material, prompt, message, expected_output, expectations, keys, checks, kwargs, extra_facts=(), release=None, user_release=None):
+    facts = [fact("the message on " + (release or "0.19.2"), err(TC, kwargs, release), message)] + list(extra_facts)
+    return ev(name, "errors", material, prompt, expected_output, expectations, keys, checks, facts,
+              [f"ran TransformerConfig({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) in {'.venv-0131' if release == '0.13.1' else '.venv (0.19.2)'}",
+               "error list of PR https://github.com/NVIDIA/Megatron-LM/pull/5768 (frozen addendum)"], user_release=user_release)
+
+
+add(config_error("field-sp-without-tp-0131", "PR-5768",
+    "On megatron-core 0.13.1 our single-GPU debug run fails with `ValueError: Can not use sequence paralllelism without tensor parallelism`. "
+    "We are about to move to 0.19.2: will the same settings fail there, with what message, and what is the fix?",
+    "ValueError: Can not use sequence paralllelism without tensor parallelism",
+    "Yes. sequence_parallel=True needs tensor_model_parallel_size > 1; 0.19.2 raises ValueError: Cannot use sequence parallelism "
+    "without tensor parallelism (0.13.1's message has the typo 'paralllelism'). Turn sequence_parallel off when TP=1.",
+    ["Says 0.19.2 also rejects sequence parallelism with TP=1", "Gives the 0.19.2 wording (or says it is the same check with corrected spelling)", "Says to disable sequence_parallel for TP=1"],
+    [("fails_on_0192", "yes or no")],
+    [text("fails_on_0192", "yes", 0, {"kind": "config_ok_negated", "cls": TC, "kwargs": dict(T2, sequence_parallel=True)})],
+    dict(T2, sequence_parallel=True), release="0.13.1", user_release="0.13.1",
+    extra_facts=[fact("0.19.2 message", err(TC, dict(T2, sequence_parallel=True)), "ValueError: Cannot use sequence parallelism without tensor parallelism")]))
+
+add(config_error("field-heads-not-multiple-tp", "PR-5768",
+    "`ValueError: num_attention_heads (4) must be a multiple of tensor_model_parallel_size (3).` We have 4 heads and wanted TP=3 "
+    "on 3 GPUs. Which TP sizes are valid for 4 heads, and is this message the same on 0.13.1 and 0.19.2?",
+    "ValueError: num_attention_heads (4) must be a multiple of tensor_model_parallel_size (3).",
+    "Heads are split across TP ranks, so TP must divide num_attention_heads: 1, 2 or 4. The message is identical on 0.13.1 and 0.19.2.",
+    ["Says TP must divide the number of heads", "Lists 1, 2, 4", "Says the message is the same on both releases"],
+    [("valid_tp_sizes", "comma-separated list")],
+    [lst("valid_tp_sizes", [1, 2, 4], 1, None, ordered=False)],
+    dict(T2, tensor_model_parallel_size=3),
+    extra_facts=[fact("0.13.1 same", err(TC, dict(T2, tensor_model_parallel_size=3), "0.13.1"),
+                      "ValueError: num_attention_heads (4) must be a multiple of tensor_model_parallel_size (3)."),
+                 fact("TP=4 constructs", err(TC, dict(T2, tensor_model_parallel_size=4)), "OK"),
+                 fact("TP=2 constructs", err(TC, dict(T2, tensor_model_parallel_size=2)), "OK")]))
+
+add(config_error("field-ep-without-experts", "PR-5768",
+    "`ValueError: num_moe_experts must be non None to use expert-parallel.` We set `--expert-model-parallel-size 2` on a dense model "
+    "config. What does Megatron want, and does 0.13.1 say the same?",
+    "ValueError: num_moe_experts must be non None to use expert-parallel.",
+    "expert_model_parallel_size > 1 needs a MoE model (num_moe_experts set); for a dense model keep EP=1. 0.13.1 raises the same message.",
+    ["Says EP>1 requires num_moe_experts (a MoE model)", "Says to keep EP=1 for dense models", "Says 0.13.1 gives the same message"],
+    [],
+    [{"kind": "regex", "pattern": r"(?i)(expert[-_ ]model[-_ ]parallel[-_ ]size|\bEP\b)\s*(=|to|of)?\s*1|num_moe_experts", "must": True, "expectation": 1, "applies_to": "both"}],
+    dict(T2, expert_model_parallel_size=2),
+    extra_facts=[fact("0.13.1 same", err(TC, dict(T2, expert_model_parallel_size=2), "0.13.1"), "ValueError: num_moe_experts must be non None to use expert-parallel.")]))
+
+add(config_error("field-fp16-bf16", "PR-5768",
+    "Config construction fails with `ValueError: Only one of self.fp16: True and self.bf16 True should be True.` What did we set and what "
+    "should we set for bf16 training?",
+    "ValueError: Only one of self.fp16: True and self.bf16 True should be True.",
+    "Both fp16=True and bf16=True were passed; they are exclusive. For bf16 training set bf16=True and fp16=False (params_dtype "
+    "torch.bfloat16).",
+    ["Says both fp16 and bf16 were True and they are exclusive", "Says to keep only bf16=True"],
+    [("fp16", "true or false"), ("bf16", "true or false")],
+    [text("fp16", "false", 1, None), text("bf16", "true", 1, None)],
+    dict(T2, fp16=True, bf16=True),
+    extra_facts=[fact("bf16 only constructs", err(TC, dict(T2, bf16=True)), "OK")]))
+
+add(config_error("field-pipeline-dtype", "PR-5768",
+    "With `pipeline_model_parallel_size=2` our TransformerConfig fails: `ValueError: When using pipeline parallelism, pipeline_dtype must "
+    "be specified`. What is pipeline_dtype for and what do we set for bf16 training?",
+    "ValueError: When using pipeline parallelism, pipeline_dtype must be specified",
+    "pipeline_dtype is the dtype of the activations sent between pipeline stages (p2p buffers); set it to the training dtype, "
+    "torch.bfloat16 for bf16. The same check exists in 0.13.1.",
+    ["Says pipeline_dtype is the dtype of tensors communicated between stages", "Says to set torch.bfloat16"],
+    [("pipeline_dtype", "torch dtype")],
+    [text("pipeline_dtype", "torch.bfloat16", 1, None)],
+    dict(T2, pipeline_model_parallel_size=2),
+    extra_facts=[fact("bf16 constructs", err(TC, dict(T2, pipeline_model_parallel_size=2, pipeline_dtype="torch.bfloat16")), "OK"),
+                 fact("0.13.1 same", err(TC, dict(T2, pipeline_model_parallel_size=2), "0.13.1"), "ValueError: When using pipeline parallelism, pipeline_dtype must be specified")]))
+
+add(ev("field-interleaved-pp1", "errors", "PR-5768",
+       "`RuntimeError: pipeline-model-parallel size should be greater than 1 with interleaved schedule` from initialize_model_parallel. "
+       "We passed `--num-layers-per-virtual-pipeline-stage` with PP=1. What do we change?",
+       "The interleaved (virtual pipeline) schedule needs PP > 1: either drop the virtual-pipeline setting (and "
+       "--num-layers-per-virtual-pipeline-stage) for PP=1, or use PP >= 2.",
+       ["Says a virtual pipeline size is only valid with PP > 1", "Says to drop the virtual pipeline setting or raise PP"],
+       [("min_pipeline_size_for_interleaving", "integer")],
+       [num("min_pipeline_size_for_interleaving", 2, 0, None)],
+       [fact("message in 0.19.2", src('"pipeline-model-parallel size should be greater than 1 with interleaved schedule"'), True),
+        fact("condition", src("if not pipeline_model_parallel_size > 1:"), True)],
+       ["read initialize_model_parallel in the installed 0.19.2 parallel_state.py", "error list of PR https://github.com/NVIDIA/Megatron-LM/pull/5768"]))
+
+add(ev("field-world-not-divisible-dense", "errors", "PR-5768",
+       "6 GPUs, `--tensor-model-parallel-size 4`: `RuntimeError: world_size (6) is not divisible by 4`. Which TP x PP x CP products can 6 GPUs use?",
+       "initialize_model_parallel needs world_size divisible by TP*PP*CP; with 6 GPUs the product must be 1, 2, 3 or 6 (for example "
+       "TP=2 with DP=3, or TP=2 PP=3).",
+       ["Says TP*PP*CP must divide the world size", "Lists 1, 2, 3, 6"],
+       [("valid_model_parallel_sizes", "comma-separated list")],
+       [lst("valid_model_parallel_sizes", [1, 2, 3, 6], 1, None, ordered=False)],
+       [fact("message in 0.19.2", src('raise RuntimeError(f"world_size ({world_size}) is not divisible by {model_size}")'), True)],
+       ["read initialize_model_parallel in the installed 0.19.2 (model_size = TP*PP*CP*gtp_remat)", "error list of PR https://github.com/NVIDIA/Megatron-LM/pull/5768"]))
+
+add(ev("field-layers-not-divisible-pp", "errors", "upgrade-layers",
+       "GPT with 30 layers, PP=4, no uneven-stage flags, megatron-core 0.19.2. TransformerConfig constructs, but building the model fails. "
+       "With what message, and which setting makes 30 layers work on PP=4?",
+       "get_num_layers_to_build asserts: num_layers=30 should be divisible by config.pipeline_model_parallel_size=4. Use uneven "
+       "stages (num_layers_in_first_pipeline_stage / num_layers_in_last_pipeline_stage, e.g. first=6 so the other three get 8 each) "
+       "or a pipeline_model_parallel_layout.",
+       ["Quotes the divisibility assertion (30 not divisible by 4) raised when building layers", "Says TransformerConfig itself accepts it",
+        "Offers uneven first/last stage sizes or a layout"],
+       [("config_constructs", "yes or no"), ("layers_per_rank_first6", "comma-separated list")],
+       [text("config_constructs", "yes", 1, {"kind": "config_ok", "cls": TC, "kwargs": dict(T2, num_layers=30, pipeline_model_parallel_size=4, pipeline_dtype="torch.bfloat16")}),
+        lst("layers_per_rank_first6", [6, 8, 8, 8], 2, {"kind": "layers_per_rank", "cls": TC, "kwargs": dict(T2, num_layers=30, pipeline_model_parallel_size=4,
+                                                                                                         pipeline_dtype="torch.bfloat16", num_layers_in_first_pipeline_stage=6)})],
+       [fact("the assertion", {"kind": "layers_per_rank_error", "cls": TC, "kwargs": dict(T2, num_layers=30, pipeline_model_parallel_size=4, pipeline_dtype="torch.bfloat16")},
+             "AssertionError: num_layers=30 should be divisible by config.pipeline_model_parallel_size=4")],
+       ["ran get_num_layers_to_build for each pp_rank in .venv (0.19.2) with and without num_layers_in_first_pipeline_stage=6"]))
+
+add(ev("field-vp-not-divisible", "errors", "upgrade-layers",
+       "8 layers, PP=2, virtual pipeline 3 on megatron-core 0.19.2: the model build fails. Why, and which virtual sizes work for 8 layers on PP=2?",
+       "Each pipeline rank has 8/2 = 4 layers, which must split evenly into the virtual stages: num_layers_per_pipeline_rank 4 should "
+       "be divisible by vp_size 3. VP 1, 2 or 4 work.",
+       ["Says 4 layers per rank are not divisible by 3", "Lists 2 and 4 (and 1) as working virtual sizes"],
+       [("layers_per_rank", "integer"), ("valid_vp_sizes", "comma-separated list")],
+       [num("layers_per_rank", 4, 0, arith("8 // 2")), lst("valid_vp_sizes", [1, 2, 4], 1, None, ordered=False)],
+       [fact("the assertion", {"kind": "layers_per_rank_error", "cls": TC, "kwargs": dict(T2, num_layers=8, pipeline_model_parallel_size=2,
+                                                                                       virtual_pipeline_model_parallel_size=3, pipeline_dtype="torch.bfloat16")},
+             {"contains": "num_layers_per_pipeline_rank 4"}),
+        fact("VP 2 builds", {"kind": "layers_per_rank", "cls": TC, "kwargs": dict(T2, num_layers=8, pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2,
+                                                                                  pipeline_dtype="torch.bfloat16")}, [2, 2]),
+        fact("VP 4 builds", {"kind": "layers_per_rank", "cls": TC, "kwargs": dict(T2, num_layers=8, pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=4,
+                                                                                  pipeline_dtype="torch.bfloat16")}, [1, 1])],
+       ["ran get_num_layers_to_build in .venv (0.19.2) for VP 2, 3, 4"]))
+
+# ------------------------------------------------------------------ more release differences
+
+add(ev("field-num-layers-to-build-pp-rank", "versions", "upgrade-get_num_layers_to_build",
+       "Our code calls `get_num_layers_to_build(config, vp_stage)` (megatron-core 0.13.1). On 0.19.2 is there a new parameter, and is "
+       "the old call still valid?",
+       "0.19.2 adds an optional pp_rank parameter (default None: the current pipeline rank from parallel_state); the old "
+       "two-argument call still works.",
+       ["Names pp_rank as the new parameter", "Says it is optional (default None), so the old call still works"],
+       [("new_parameter", "name"), ("old_call_valid", "yes or no")],
+       [text("new_parameter", "pp_rank", 0, {"kind": "param_at", "object": "megatron.core.transformer.transformer_block:get_num_layers_to_build", "index": 2}),
+        text("old_call_valid", "yes", 1, None)],
+       [fact("default None", {"kind": "signature", "object": "megatron.core.transformer.transformer_block:get_num_layers_to_build", "param": "pp_rank"}, "None"),
+        fact("0.13.1 had two parameters", {"kind": "rejected_kwargs", "release": "0.13.1", "object": "megatron.core.transformer.transformer_block:get_num_layers_to_build",
+                                           "keywords": ["pp_rank"]}, ["pp_rank"])],
+       ["read the signature in .venv (0.19.2) and .venv-0131"], user_release="0.13.1"))
+
+add(ev("field-mamba-wrapper-0192", "versions", "upgrade-HybridModel",
+       "On megatron-core 0.13.1 `MambaModel.__init__` took (config, mamba_stack_spec, vocab_size, max_sequence_length, ..., "
+       "hybrid_override_pattern, ...). What is MambaModel's signature on 0.19.2 and which class does the work now?",
+       "In 0.19.2 MambaModel is a thin backward-compatible wrapper: MambaModel(*args, mamba_stack_spec=..., **kwargs) forwarding to "
+       "HybridModel, whose spec parameter is hybrid_stack_spec and which takes hybrid_layer_pattern (hybrid_override_pattern is the "
+       "deprecated name).",
+       ["Says MambaModel takes *args/**kwargs with mamba_stack_spec keyword-only and forwards to HybridModel", "Names hybrid_stack_spec / hybrid_layer_pattern on HybridModel"],
+       [("mamba_stack_spec_kind", "positional or keyword-only"), ("hybridmodel_pattern_param", "name")],
+       [text("mamba_stack_spec_kind", "keyword-only", 0, None),
+        text("hybridmodel_pattern_param", "hybrid_layer_pattern", 1, {"kind": "param_at", "object": "megatron.core.models.hybrid.hybrid_model:HybridModel.__init__", "index": 4})],
+       [fact("HybridModel spec param", {"kind": "param_at", "object": "megatron.core.models.hybrid.hybrid_model:HybridModel.__init__", "index": 1}, "hybrid_stack_spec"),
+        fact("MambaModel accepts anything by keyword", {"kind": "rejected_kwargs", "object": "megatron.core.models.mamba.mamba_model:MambaModel.__init__",
+                                                      "keywords": ["hybrid_override_pattern", "vocab_size"]}, [])],
+       ["read MambaModel.__init__ and HybridModel.__init__ signatures in .venv (0.19.2) and .venv-0131"], user_release="0.13.1"))
+
+
 def build() -> list[dict]:
     out = []
     for i, e in enumerate(EVAL_SPECS):

@@ -184,6 +184,7 @@ KINDS = {
     "rejected_kwargs": _rejected_kwargs,
     "param_at": _param_at,
     "layers_per_rank": _layers_per_rank,
+    "layers_per_rank_error": lambda s: _error_text(lambda: _layers_per_rank(s)),
     "layout_decoders": _layout_decoders,
     "pg_fields": _pg_fields,
     "version": lambda s: importlib.import_module("megatron.core").__version__.split("+")[0],
