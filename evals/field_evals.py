@@ -75,6 +75,14 @@ def src(contains, path=PS):
     return {"kind": "installed_source", "path": path, "contains": contains}
 
 
+def fw(world, reads=None, rank=0, **kwargs):
+    """Megatron's initialize_model_parallel on a fake world (tests/evals_probe.py): the getters' values or its error."""
+    spec = {"kind": "fake_world", "world": world, "rank": rank, "kwargs": kwargs}
+    if reads:
+        spec["reads"] = {k: {"getter": v} for k, v in reads.items()}
+    return spec
+
+
 def ev(name, route, material, prompt, expected_output, expectations, keys, checks, facts, verified_by,
        user_release=None):
     return {"name": name, "route": route, "set": "field", "material": material, "user_release": user_release,
@@ -157,7 +165,12 @@ add(ev("field-expert-dp-distopt-4gpu", "errors", "TH-4342",
         num("expert_data_parallel_size_etp1", 2, 2, arith("world // (etp * ep * pp)", world=4, etp=1, ep=2, pp=1))],
        [fact("ETP None becomes TP", src("if expert_tensor_parallel_size is None:\n        expert_tensor_parallel_size = tensor_model_parallel_size"), True),
         fact("expert DP = world // (ETP*EP*PP)", src("expert_data_parallel_size = world_size // expert_tensor_model_pipeline_parallel_size"), True),
-        fact("the assertion quoted", src("Expert data parallel size should be divisible by partial DistOpt shard factor"), True)],
+        fact("the assertion quoted", src("Expert data parallel size should be divisible by partial DistOpt shard factor"), True),
+        fact("Megatron on 4 ranks: the assertion", fw(4, tensor_model_parallel_size=2, expert_model_parallel_size=2, num_distributed_optimizer_instances=2),
+             "AssertionError: Expert data parallel size should be divisible by partial DistOpt shard factor"),
+        # The passing case is read with one optimizer instance: partial DistOpt groups import einops (absent here).
+        fact("Megatron on 4 ranks with ETP=1", fw(4, {"edp": "get_expert_data_parallel_world_size"}, tensor_model_parallel_size=2, expert_model_parallel_size=2,
+                                                  expert_tensor_parallel_size=1), {"edp": 2})],
        ["read megatron/core/parallel_state.py of the installed 0.19.2 (ETP default, expert DP formula, the assertion)",
         "thread https://github.com/NVIDIA/Megatron-LM/issues/4342 (CI failure on a 1-node GB200 variant)"]))
 
@@ -466,8 +479,12 @@ add(ev("field-world-not-divisible-expert", "errors", "TH-MB3509",
        [num("expert_grid_size", 6, 0, arith("etp * ep * pp", etp=2, ep=3, pp=1)),
         num("smallest_world_size", 6, 2, arith("lcm(tp * pp * cp, etp * ep * pp)", tp=2, pp=1, cp=1, etp=2, ep=3))],
        [fact("message in 0.19.2", src('f"world_size ({world_size}) is not divisible by expert_tensor_model_pipeline_parallel size ({expert_tensor_model_pipeline_parallel_size})"'), True),
-        fact("dense divisibility", src('raise RuntimeError(f"world_size ({world_size}) is not divisible by {model_size}")'), True)],
-       ["read initialize_model_parallel in the installed 0.19.2 parallel_state.py (both divisibility checks, ETP default)"]))
+        fact("dense divisibility", src('raise RuntimeError(f"world_size ({world_size}) is not divisible by {model_size}")'), True),
+        fact("Megatron on 8 ranks", fw(8, tensor_model_parallel_size=2, expert_model_parallel_size=3),
+             "RuntimeError: world_size (8) is not divisible by expert_tensor_model_pipeline_parallel size (6)"),
+        fact("Megatron on 6 ranks", fw(6, {"edp": "get_expert_data_parallel_world_size"}, tensor_model_parallel_size=2, expert_model_parallel_size=3), {"edp": 1})],
+       ["read initialize_model_parallel in the installed 0.19.2 parallel_state.py (both divisibility checks, ETP default)",
+        "ran initialize_model_parallel on fake worlds of 8 and 6 ranks (tests/evals_probe.py fake_world)"]))
 
 add(ev("field-dense-distopt-instances", "errors", "upgrade-distopt",
        "8 GPUs, TP=4, PP=1, CP=1, `--num-distributed-optimizer-instances 4`. initialize_model_parallel asserts. What is the data-parallel "
@@ -479,7 +496,10 @@ add(ev("field-dense-distopt-instances", "errors", "upgrade-distopt",
        [num("data_parallel_size", 2, 0, arith("world // (tp * pp * cp)", world=8, tp=4, pp=1, cp=1)),
         lst("allowed_instances", [1, 2], 2, None)],
        [fact("assertion text", src("Data parallel size should be divisible by partial DistOpt shard factor"), True),
-        fact("assertion uses dp*cp", src("data_parallel_size * context_parallel_size\n    ) % num_distributed_optimizer_instances == 0"), True)],
+        fact("assertion uses dp*cp", src("data_parallel_size * context_parallel_size\n    ) % num_distributed_optimizer_instances == 0"), True),
+        fact("Megatron on 8 ranks, 4 instances", fw(8, tensor_model_parallel_size=4, num_distributed_optimizer_instances=4),
+             "AssertionError: Data parallel size should be divisible by partial DistOpt shard factor"),
+        fact("Megatron on 8 ranks (DP read with one instance)", fw(8, {"dp": "get_data_parallel_world_size"}, tensor_model_parallel_size=4), {"dp": 2})],
        ["read initialize_model_parallel in the installed 0.19.2 parallel_state.py"]))
 
 add(ev("field-legacy-gemm-config", "errors", "upgrade-TransformerConfig-0161",
@@ -691,8 +711,11 @@ add(ev("field-etp-default-groups", "process-groups", "TH-MB4007",
         num("expert_tensor_parallel_size", 2, 1, None),
         num("expert_data_parallel_size", 2, 2, arith("w // (etp*ep*pp)", w=16, etp=2, ep=4, pp=1))],
        [fact("ETP default", src("if expert_tensor_parallel_size is None:\n        expert_tensor_parallel_size = tensor_model_parallel_size"), True),
-        fact("expert DP formula", src("expert_data_parallel_size = world_size // expert_tensor_model_pipeline_parallel_size"), True)],
-       ["read initialize_model_parallel in the installed 0.19.2", "thread https://github.com/NVIDIA-NeMo/Megatron-Bridge/issues/4007"]))
+        fact("expert DP formula", src("expert_data_parallel_size = world_size // expert_tensor_model_pipeline_parallel_size"), True),
+        fact("Megatron on 16 ranks", fw(16, {"dp": "get_data_parallel_world_size", "etp": "get_expert_tensor_parallel_world_size",
+                                             "edp": "get_expert_data_parallel_world_size"}, tensor_model_parallel_size=2, expert_model_parallel_size=4),
+             {"dp": 8, "etp": 2, "edp": 2})],
+       ["read initialize_model_parallel in the installed 0.19.2; ran it on a fake world of 16 ranks", "thread https://github.com/NVIDIA-NeMo/Megatron-Bridge/issues/4007"]))
 
 # ------------------------------------------------------------------ provider review
 
@@ -889,7 +912,11 @@ add(ev("field-min-gpus-dense-moe", "layout", "TH-MB3509",
        [num("formula_value", 6, 0, arith("pp * max(tp * cp, ep * etp)", pp=1, tp=4, cp=1, ep=6, etp=1)),
         num("smallest_world_size", 12, 2, arith("lcm(tp * pp * cp, etp * ep * pp)", tp=4, pp=1, cp=1, etp=1, ep=6))],
        [fact("dense check", src('raise RuntimeError(f"world_size ({world_size}) is not divisible by {model_size}")'), True),
-        fact("expert check", src("is not divisible by expert_tensor_model_pipeline_parallel size"), True)],
+        fact("expert check", src("is not divisible by expert_tensor_model_pipeline_parallel size"), True),
+        fact("Megatron on 6 ranks", fw(6, tensor_model_parallel_size=4, expert_model_parallel_size=6, expert_tensor_parallel_size=1),
+             "RuntimeError: world_size (6) is not divisible by 4"),
+        fact("Megatron on 12 ranks", fw(12, {"dp": "get_data_parallel_world_size", "edp": "get_expert_data_parallel_world_size"},
+                                        tensor_model_parallel_size=4, expert_model_parallel_size=6, expert_tensor_parallel_size=1), {"dp": 3, "edp": 2})],
        ["read both world-size checks of initialize_model_parallel in the installed 0.19.2",
         "PR https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/3509 (the docs formula)"]))
 
@@ -990,7 +1017,8 @@ add(ev("field-interleaved-pp1", "errors", "PR-5768",
        [("min_pipeline_size_for_interleaving", "integer")],
        [num("min_pipeline_size_for_interleaving", 2, 0, None)],
        [fact("message in 0.19.2", src('"pipeline-model-parallel size should be greater than 1 with interleaved schedule"'), True),
-        fact("condition", src("if not pipeline_model_parallel_size > 1:"), True)],
+        fact("condition", src("if not pipeline_model_parallel_size > 1:"), True),
+        fact("Megatron on 4 ranks", fw(4, virtual_pipeline_model_parallel_size=2), "RuntimeError: pipeline-model-parallel size should be greater than 1 with interleaved schedule")],
        ["read initialize_model_parallel in the installed 0.19.2 parallel_state.py", "error list of PR https://github.com/NVIDIA/Megatron-LM/pull/5768"]))
 
 add(ev("field-world-not-divisible-dense", "errors", "PR-5768",
@@ -1000,7 +1028,9 @@ add(ev("field-world-not-divisible-dense", "errors", "PR-5768",
        ["Says TP*PP*CP must divide the world size", "Lists 1, 2, 3, 6"],
        [("valid_model_parallel_sizes", "comma-separated list")],
        [lst("valid_model_parallel_sizes", [1, 2, 3, 6], 1, None, ordered=False)],
-       [fact("message in 0.19.2", src('raise RuntimeError(f"world_size ({world_size}) is not divisible by {model_size}")'), True)],
+       [fact("message in 0.19.2", src('raise RuntimeError(f"world_size ({world_size}) is not divisible by {model_size}")'), True),
+        fact("Megatron on 6 ranks, TP=4", fw(6, tensor_model_parallel_size=4), "RuntimeError: world_size (6) is not divisible by 4"),
+        fact("Megatron on 6 ranks, TP=2 PP=3", fw(6, {"dp": "get_data_parallel_world_size"}, tensor_model_parallel_size=2, pipeline_model_parallel_size=3), {"dp": 1})],
        ["read initialize_model_parallel in the installed 0.19.2 (model_size = TP*PP*CP*gtp_remat)", "error list of PR https://github.com/NVIDIA/Megatron-LM/pull/5768"]))
 
 add(ev("field-layers-not-divisible-pp", "errors", "upgrade-layers",

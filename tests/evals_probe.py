@@ -157,6 +157,55 @@ def _pg_fields(spec) -> list[str]:
         torch.distributed.destroy_process_group()
 
 
+class _Group:
+    """A process group of a fake world: only its ranks (what parallel_state reads back)."""
+
+    def __init__(self, ranks, me):
+        self.ranks, self.me = list(ranks), me
+
+    def size(self):
+        return len(self.ranks)
+
+    def rank(self):
+        return self.ranks.index(self.me) if self.me in self.ranks else -1
+
+
+def _fake_world(spec):
+    """Megatron's own initialize_model_parallel on a fake world of spec["world"] ranks seen from spec["rank"].
+
+    torch.distributed is stood in for (world size, rank, new_group keeps the rank list) so that
+    parallel_state's real validation and rank generation run; the reads are parallel_state getters
+    (``"ranks": true`` returns the group's rank list). An error of initialize_model_parallel is returned as text.
+    """
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    world, me = spec["world"], spec.get("rank", 0)
+    saved = {n: getattr(dist, n) for n in ("is_initialized", "get_world_size", "get_rank", "new_group",
+                                             "get_process_group_ranks", "barrier", "get_backend")}
+    dist.is_initialized = lambda: True
+    dist.get_world_size = lambda group=None: world if group is None else group.size()
+    dist.get_rank = lambda group=None: me if group is None else group.rank()
+    dist.new_group = lambda ranks=None, *a, **k: _Group(range(world) if ranks is None else ranks, me)
+    dist.get_process_group_ranks = lambda group: list(group.ranks)
+    dist.barrier = lambda *a, **k: None
+    dist.get_backend = lambda group=None: "gloo"
+    try:
+        ps.destroy_model_parallel()
+        error = _error_text(lambda: ps.initialize_model_parallel(create_gloo_process_groups=False, **spec.get("kwargs", {})))
+        if error != "OK" or not spec.get("reads"):
+            return error
+        out = {}
+        for name, read in spec["reads"].items():
+            value = getattr(ps, read["getter"])(**read.get("kwargs", {}))
+            out[name] = dist.get_process_group_ranks(value) if read.get("ranks") else value
+        return out
+    finally:
+        ps.destroy_model_parallel()
+        for n, f in saved.items():
+            setattr(dist, n, f)
+
+
 def _spec_mlp(spec) -> str:
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
@@ -187,6 +236,7 @@ KINDS = {
     "layers_per_rank_error": lambda s: _error_text(lambda: _layers_per_rank(s)),
     "layout_decoders": _layout_decoders,
     "pg_fields": _pg_fields,
+    "fake_world": _fake_world,
     "version": lambda s: importlib.import_module("megatron.core").__version__.split("+")[0],
 }
 

@@ -45,7 +45,7 @@ PROVIDER_KINDS = {"get_model_provider_kwargs", "provider_unaccepted"}
 RELEASE_KINDS = {"upstream_source", "first_release", "all_releases_contain"}
 PROBE_KINDS = {"config", "config_ok", "config_ok_negated", "config_error", "config_max_valid", "field_default",
                "config_fields", "signature", "import_ok", "call_error", "spec_mlp", "installed_source",
-               "call", "rejected_kwargs", "param_at", "layers_per_rank", "layers_per_rank_error", "layout_decoders", "pg_fields", "version"}
+               "call", "rejected_kwargs", "param_at", "layers_per_rank", "layers_per_rank_error", "layout_decoders", "pg_fields", "version", "fake_world"}
 MATERIAL = REPO / "evals" / "field_material.json"
 # The interpreter that has each release installed (tests/fixtures/make_old_env.sh builds the old ones).
 RELEASE_PYTHONS = {"0.19.2": None, "0.16.1": REPO / ".venv-0161" / "bin" / "python",
@@ -151,7 +151,7 @@ def _number(cell):
 
 
 _ARITH_FUNCS = {"min": min, "max": max, "lcm": __import__("math").lcm, "ceil": __import__("math").ceil,
-                "round": round}
+                "round": round, "int": int}
 
 
 def _arith(spec):
