@@ -1097,6 +1097,54 @@ add(ev("field-mamba-wrapper-0192", "versions", "upgrade-HybridModel",
        ["read MambaModel.__init__ and HybridModel.__init__ signatures in .venv (0.19.2) and .venv-0131"], user_release="0.13.1"))
 
 
+# ------------------------------------------------------------------ more census threads (addendum)
+
+GPT = "megatron.core.models.gpt.gpt_model:GPTModel"
+
+add(ev("field-packed-seq-tp-reduce-scatter", "errors", "TH-RL2110",
+       "RL training with TP=2, PP=2, sequence parallel and sequence packing fails in the embedding:\n\n```\n"
+       "  File \"megatron/core/tensor_parallel/layers.py\", line 297, in forward\n    output = reduce_scatter_to_sequence_parallel_region(\n"
+       "  File \"megatron/core/tensor_parallel/mappings.py\", line 365, in forward\n    return _reduce_scatter_along_first_dim(\n```\n\n"
+       "Our packed batch is 4097 tokens long. What is being checked, and how long must the packed sequence be (no context parallelism)?",
+       "With sequence parallelism the word-embedding output is reduce-scattered along its first (sequence) dimension, which "
+       "Megatron asserts is divisible by the tensor-parallel size ('First dimension of the tensor should be divisible by tensor "
+       "parallel size'); 4097 is odd, so pad the packed sequence to a multiple of TP = 2, i.e. 4098.",
+       ["Says the reduce-scatter splits the sequence dimension across the TP ranks", "Says the packed length must be a multiple of TP (2): pad 4097 to 4098"],
+       [("padded_length", "integer")],
+       [num("padded_length", 4098, 1, arith("ceil(n / tp) * tp", n=4097, tp=2))],
+       [fact("the reduce-scatter's assertion", src("First dimension of the tensor should be divisible by tensor parallel size", "megatron/core/tensor_parallel/mappings.py"), True),
+        fact("the embedding reduce-scatters with SP", src("reduce_scatter_to_sequence_parallel_region(", "megatron/core/tensor_parallel/layers.py"), True)],
+       ["read megatron/core/tensor_parallel/mappings.py and layers.py of the installed 0.19.2", "thread https://github.com/NVIDIA-NeMo/RL/issues/2110"]))
+
+add(ev("field-gptmodel-forward-mm-kwarg", "errors", "TH-ROLL457",
+       "Our Qwen3.5 VL RL pipeline crashes with `TypeError: GPTModel.forward() got an unexpected keyword argument 'mm_token_type_ids'`. "
+       "Does megatron-core 0.19.2's GPTModel.forward take any multimodal arguments, and what is the fix?",
+       "No: GPTModel.forward (input_ids, position_ids, attention_mask, decoder_input, labels, inference_context, packed_seq_params, "
+       "extra_block_kwargs, ...) has no mm_token_type_ids or other multimodal parameter. The multimodal batch keys must be consumed "
+       "by the VLM wrapper (or dropped) before calling the language model's GPTModel.",
+       ["Says GPTModel.forward has no mm_token_type_ids parameter", "Says the VLM wrapper must consume (or drop) the multimodal keys before GPTModel"],
+       [("accepts_mm_token_type_ids", "yes or no")],
+       [text("accepts_mm_token_type_ids", "no", 0, None)],
+       [fact("0.19.2 GPTModel.forward rejects it", {"kind": "rejected_kwargs", "object": GPT + ".forward", "keywords": ["input_ids", "position_ids", "attention_mask", "mm_token_type_ids"]},
+             ["mm_token_type_ids"])],
+       ["read GPTModel.forward's signature in .venv (0.19.2)", "thread https://github.com/alibaba/ROLL/issues/457"]))
+
+add(ev("field-etp-differs-from-tp", "errors", "TH-VERL1638",
+       "A downstream RL framework reports that with EP > 1 and TP > 1 training only works when expert tensor parallel equals tensor "
+       "parallel. On megatron-core 0.19.2, may ETP differ from TP? Check TP=2, EP=4, ETP=1 on 8 GPUs: does initialize_model_parallel "
+       "accept it, and what are the expert data-parallel and data-parallel sizes?",
+       "Yes: 0.19.2 accepts ETP != TP. With TP=2, EP=4, ETP=1 on 8 GPUs initialize_model_parallel succeeds with DP = 8/2 = 4 and "
+       "expert DP = 8/(1*4*1) = 2; TransformerConfig also accepts it (MoE biases even need ETP=1).",
+       ["Says ETP may differ from TP in 0.19.2", "Gives DP 4 and expert DP 2"],
+       [("accepted", "yes or no"), ("data_parallel_size", "integer"), ("expert_data_parallel_size", "integer")],
+       [text("accepted", "yes", 0, {"kind": "config_ok", "cls": TC, "kwargs": dict(MOE, tensor_model_parallel_size=2, expert_model_parallel_size=4,
+                                                                            expert_tensor_parallel_size=1, sequence_parallel=True)}),
+        num("data_parallel_size", 4, 1, None), num("expert_data_parallel_size", 2, 1, None)],
+       [fact("Megatron on 8 ranks", fw(8, {"dp": "get_data_parallel_world_size", "edp": "get_expert_data_parallel_world_size", "etp": "get_expert_tensor_parallel_world_size"},
+                                       tensor_model_parallel_size=2, expert_model_parallel_size=4, expert_tensor_parallel_size=1), {"dp": 4, "edp": 2, "etp": 1})],
+       ["ran TransformerConfig and initialize_model_parallel (fake world of 8 ranks) in .venv (0.19.2)", "thread https://github.com/verl-project/verl/pull/1638"]))
+
+
 def build() -> list[dict]:
     out = []
     for i, e in enumerate(EVAL_SPECS):
