@@ -11,6 +11,8 @@
   run_evals.py report --run RUN [--previous OLD/report.json]
                                              merge deterministic and rubric grades and the measured cost
                                              (RUN/logs/<label>.jsonl) into RUN/report.json and RUN/report.md
+  run_evals.py ingest --run RUN --label L --transcript FILE
+                                             an agent's exported tool-call transcript as its cost log
   run_evals.py archive --run RUN --name NAME copy what re-grading needs (answers, logs, grades, rubric, key,
                                              report) to evals/runs/NAME/
 
@@ -278,7 +280,7 @@ def prepare(args) -> int:
     rng = random.Random(args.seed)
     key, agents = {}, []
     for e in chosen:
-        for cond in CONDITIONS:
+        for cond in (CONDITIONS if args.condition == "both" else (args.condition,)):
             label = f"t{rng.randrange(16**6):06x}"
             while label in key:
                 label = f"t{rng.randrange(16**6):06x}"
@@ -662,6 +664,46 @@ def _markdown(s: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ------------------------------------------------------------------------------------------ ingest
+
+def ingest(args) -> int:
+    """Turn an exported agent transcript into the logger's lines (for agents that could not use logged.py).
+
+    The transcript is JSON lines, one per tool call: {"tool", "input", "output" (text) or "output_bytes",
+    "start", "end"} (seconds since the epoch). A read tool's bytes are those of its output, like ``cat``.
+    """
+    run = Path(args.run).resolve()
+    key = json.loads((run / "key.json").read_text()) if (run / "key.json").is_file() else None
+    if key is None or args.label not in key["labels"]:
+        print(f"error: {args.label} is not a label of {run}", file=sys.stderr)
+        return 2
+    out = run / "logs" / f"{args.label}.jsonl"
+    if out.exists():
+        print(f"error: {out} exists (the agent used the logger)", file=sys.stderr)
+        return 2
+    lines = []
+    try:
+        calls = [json.loads(x) for x in Path(args.transcript).read_text().splitlines() if x.strip()]
+    except (OSError, json.JSONDecodeError) as err:
+        print(f"error: transcript {args.transcript}: {err}", file=sys.stderr)
+        return 2
+    if not calls:
+        print("error: empty transcript", file=sys.stderr)
+        return 2
+    t0 = min(float(c["start"]) for c in calls)
+    lines.append({"schema_version": 1, "label": args.label, "n": 0, "command": "--start", "exit_code": 0,
+                  "stdout_bytes": 0, "stderr_bytes": 0, "start": t0, "end": t0})
+    for i, c in enumerate(calls, 1):
+        size = int(c["output_bytes"]) if "output_bytes" in c else len(str(c.get("output", "")).encode())
+        lines.append({"schema_version": 1, "label": args.label, "n": i, "command": f"[{c.get('tool', 'tool')}] {c.get('input', '')}",
+                      "exit_code": int(c.get("exit_code", 0)), "stdout_bytes": size, "stderr_bytes": 0,
+                      "start": float(c["start"]), "end": float(c["end"]), "ingested": True})
+    out.parent.mkdir(exist_ok=True)
+    out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    print(f"{len(calls)} tool calls of {args.label} written to {out}")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------ archive
 
 ARCHIVED = ("key.json", "dispatch.json", "deterministic.json", "report.json", "report.md")
@@ -706,6 +748,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--setting", choices=sorted(SETTINGS), default="a", help="a: 0.19.2 installed; b: no megatron-core; "
                                                                            "c: the user's release differs (evals with user_release)")
     p.add_argument("--set", choices=SETS, default="field", help="field tasks (default), the core set, or all")
+    p.add_argument("--condition", choices=("both",) + CONDITIONS, default="both", help="prepare one condition only (default both)")
     p.add_argument("--only", help="comma-separated eval ids")
     p.add_argument("--seed", type=int, default=0, help="seed for the anonymous labels")
     g = sub.add_parser("grade", help="deterministic checks + blind rubric worklist")
@@ -713,6 +756,10 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("report", help="numbers for BENCHMARK.md")
     r.add_argument("--run", required=True)
     r.add_argument("--previous", help="an earlier run's report.json, for the change since then")
+    i = sub.add_parser("ingest", help="an exported transcript as the logger's lines of one answer")
+    i.add_argument("--run", required=True)
+    i.add_argument("--label", required=True)
+    i.add_argument("--transcript", required=True, help="JSON lines: tool, input, output or output_bytes, start, end")
     a = sub.add_parser("archive", help="copy a graded run to evals/runs/NAME")
     a.add_argument("--run", required=True)
     a.add_argument("--name", required=True, help="e.g. 2026-12-02-field-a")
@@ -725,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
         bad = problems(load(Path(args.evals)))
         print("\n".join(bad) if bad else f"ok: {len(load(Path(args.evals))['evals'])} evals", file=sys.stderr if bad else sys.stdout)
         return 1 if bad else 0
-    return {"prepare": prepare, "grade": grade, "report": report, "archive": archive}[args.cmd](args)
+    return {"prepare": prepare, "grade": grade, "report": report, "ingest": ingest, "archive": archive}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -405,6 +405,26 @@ def test_cost_is_measured_from_the_logger_and_reported_with_ratios(tmp_path):
     assert not (dest / "t-archive" / "bundle").exists()
 
 
+def test_transcripts_are_ingested_as_cost_logs(tmp_path):
+    run = tmp_path / "run"
+    e = FIELD[0]
+    assert _runner("prepare", "--out", str(run), "--only", str(e["id"]), "--condition", "without_skill").returncode == 0
+    key = json.loads((run / "key.json").read_text())
+    (label,) = key["labels"]
+    assert key["labels"][label]["condition"] == "without_skill"
+    tr = tmp_path / "t.jsonl"
+    tr.write_text("\n".join(json.dumps(x) for x in (
+        {"tool": "read", "input": "/usr/lib/python3/site-packages/megatron/core/parallel_state.py", "output": "x" * 1000, "start": 10.0, "end": 11.0},
+        {"tool": "bash", "input": "ls", "output_bytes": 24, "start": 12.0, "end": 13.5})))
+    p = _runner("ingest", "--run", str(run), "--label", label, "--transcript", str(tr))
+    assert p.returncode == 0, p.stderr
+    c = run_evals.cost(run_evals._log(run, label), key["bundle"])
+    assert c == {"logged": True, "tool_calls": 2, "bytes_total": 1024, "bytes_bundle": 0, "bytes_megatron_source": 1000,
+                 "bytes_command_output": 24, "wall_seconds": 3.5}
+    assert _runner("ingest", "--run", str(run), "--label", label, "--transcript", str(tr)).returncode == 2   # never overwrite
+    assert _runner("ingest", "--run", str(run), "--label", "t000000", "--transcript", str(tr)).returncode == 2
+
+
 def test_graders_do_not_see_the_condition(tmp_path):
     run = tmp_path / "run"
     rubric_eval = next(x for x in FIELD if any(c.get("kind") == "regex" for c in x["checks"]) or len(x["checks"]) < len(x["expectations"]))
