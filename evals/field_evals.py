@@ -179,8 +179,8 @@ add(ev("field-sp-first-dimension", "errors", "TH-VERL3296",
        "```\nAssertionError: First dimension of the tensor should be divisible by tensor parallel size\n```\n\n"
        "Which dimension is that and what must it be a multiple of?",
        "With sequence parallelism Megatron splits activations along the first dimension, the sequence dimension of the "
-       "[s, b, h] tensor (tensor_parallel/mappings.py), so the (packed) sequence length on each rank must be a multiple of "
-       "the tensor-parallel size (8 here); pad sequences to a multiple of TP (times 2*CP with context parallelism).",
+       "[s, b, h] tensor (tensor_parallel/mappings.py), so the (packed) sequence length must be a multiple of the "
+       "tensor-parallel size (8 here); pad sequences to a multiple of TP.",
        ["Says the first dimension is the sequence dimension (activations are [s, b, h])",
         "Says the sequence length must be a multiple of the tensor-parallel size (8)",
         "Suggests padding the (packed) sequences to that multiple"],
@@ -244,9 +244,8 @@ add(ev("field-te-no-pytorch", "errors", "TH-COSMOS230",
        "line 94, in <module>\n    class TELinear(te.pytorch.Linear):\nAttributeError: module 'transformer_engine' has no attribute 'pytorch'\n```\n\n"
        "Which part of Megatron needs what here?",
        "megatron/core/extensions/transformer_engine.py subclasses Transformer Engine's PyTorch modules at import time "
-       "(class TELinear(te.pytorch.Linear) is in 0.19.2 too), so the installed transformer_engine package lacks its PyTorch "
-       "extension (transformer_engine.pytorch / transformer_engine_torch, built for this torch). Reinstall TE with the "
-       "PyTorch extension matching the torch/CUDA build, or use the local (non-TE) layer specs without importing the TE extension.",
+       "(class TELinear(te.pytorch.Linear) is in 0.19.2 too), so the installed transformer_engine package has no usable "
+       "PyTorch part (transformer_engine.pytorch). Install Transformer Engine with its PyTorch support for this torch build.",
        ["Says the TE extension module subclasses te.pytorch classes at import", "Says transformer_engine's PyTorch part is missing or broken and must be (re)installed for this torch"],
        [("failing_module", "dotted module name")],
        [text("failing_module", "megatron.core.extensions.transformer_engine", 0,
@@ -394,7 +393,8 @@ add(ev("field-recompute-full-no-method", "errors", "TH-1487",
        "I switched `--recompute-granularity selective` to `full` to save more memory and now config construction fails with\n\n"
        "```\nValueError: Using recompute_granularity: full so recompute_method must be \"block\" or \"uniform\"\n```\n\n"
        "What else do I have to set, and what does `--recompute-activations` set?",
-       "Full recompute needs recompute_method ('uniform' or 'block') and recompute_num_layers; --recompute-activations only "
+       "Full recompute needs recompute_method ('uniform' or 'block') and recompute_num_layers (between 1 and the layers per "
+       "pipeline rank); --recompute-activations only "
        "sets recompute_granularity='selective' (megatron/training/arguments.py), which recomputes core attention by default "
        "(recompute_modules ['core_attn']).",
        ["Says recompute_method (uniform or block) and recompute_num_layers must be set for full", "Says --recompute-activations means selective granularity",
@@ -402,7 +402,9 @@ add(ev("field-recompute-full-no-method", "errors", "TH-1487",
        [("recompute_activations_sets", "granularity value"), ("default_recompute_modules", "comma-separated list")],
        [text("recompute_activations_sets", "selective", 1, None),
         lst("default_recompute_modules", ["core_attn"], 2, {"kind": "config", "cls": TC, "kwargs": dict(TINY, recompute_granularity="selective"), "attr": "recompute_modules"})],
-       [fact("arguments.py sets selective", src("if args.recompute_activations:\n        args.recompute_granularity = 'selective'", "megatron/training/arguments.py"), True),
+       [fact("full also needs recompute_num_layers", err(TC, dict(TINY, num_layers=2, recompute_granularity="full", recompute_method="uniform")),
+             "ValueError: When using recompute_granularity: full recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: 2"),
+        fact("arguments.py sets selective", src("if args.recompute_activations:\n        args.recompute_granularity = 'selective'", "megatron/training/arguments.py"), True),
         fact("the message reproduces on 0.19.2", err(TC, dict(TINY, recompute_granularity="full")),
              'ValueError: Using recompute_granularity: full so recompute_method must be "block" or "uniform"')],
        ["ran TransformerConfig(recompute_granularity='full') and ('selective') in .venv (0.19.2); read megatron/training/arguments.py",
@@ -506,7 +508,7 @@ add(ev("field-legacy-gemm-config", "errors", "upgrade-TransformerConfig-0161",
        "On megatron-core 0.16.1 we set `moe_use_legacy_grouped_gemm=True` in TransformerConfig. After upgrading to 0.19.2 the "
        "constructor fails. What is the message and what replaces the legacy path?",
        "TypeError: TransformerConfig.__init__() got an unexpected keyword argument 'moe_use_legacy_grouped_gemm': the legacy "
-       "GroupedMLP option was removed; with moe_grouped_gemm=True 0.19.2 uses the TE grouped GEMM experts. Drop the field.",
+       "grouped-GEMM option was removed by 0.19.2. Drop the field.",
        ["Gives the TypeError for moe_use_legacy_grouped_gemm", "Says the field was removed and to drop it"],
        [("field_exists_0192", "yes or no")],
        [text("field_exists_0192", "no", 0, {"kind": "config_ok", "cls": TC, "kwargs": dict(TINY, moe_use_legacy_grouped_gemm=True)})],
@@ -567,9 +569,8 @@ add(ev("field-vocab-pad-qwen-tp8", "config", "TH-MB1853",
 add(ev("field-expert-bias-why-sigmoid", "config", "TH-1971",
        "Why does Megatron Core refuse `moe_router_enable_expert_bias` with the softmax score function, and what score functions "
        "can I combine with expert bias in 0.19.2 and in 0.16.1?",
-       "TransformerConfig.__post_init__ allows aux-loss-free expert bias only with score functions whose per-expert scores are "
-       "independent (the bias shifts selection, not a normalised distribution): 0.19.2 accepts 'sigmoid' and 'sqrtsoftplus', "
-       "0.16.1 only 'sigmoid'.",
+       "TransformerConfig.__post_init__ allows aux-loss-free expert bias only with some score functions: 0.19.2 accepts "
+       "'sigmoid' and 'sqrtsoftplus', 0.16.1 only 'sigmoid'; softmax is rejected by both.",
        ["Says 0.19.2 accepts sigmoid and sqrtsoftplus", "Says 0.16.1 accepts only sigmoid", "Says softmax is rejected in both"],
        [("functions_0192", "comma-separated list"), ("functions_0161", "comma-separated list")],
        [lst("functions_0192", ["sigmoid", "sqrtsoftplus"], 0, None, ordered=False), lst("functions_0161", ["sigmoid"], 1, None)],
@@ -692,8 +693,8 @@ add(ev("field-use-mpu-groups", "process-groups", "TH-5259",
        "In megatron-core 0.19.2, after `parallel_state.initialize_model_parallel()`, I call "
        "`ProcessGroupCollection.use_mpu_process_groups()` with no arguments. Does the collection have the model-parallel group "
        "`mp`, the pipeline group `pp`, and the data+context group `dp_cp` filled in? Does it have `tp`, `ep` and `expt_dp`?",
-       "Yes to all: with no required_pgs it fills every group parallel_state created, including mp, pp, dp_cp, tp, ep and "
-       "expt_dp (also cp, dp, embd, pos_embd, tp_cp, tp_ep, intra_dp_cp, ...).",
+       "Yes to all: called with no arguments it fills mp, pp, dp_cp, tp, ep and expt_dp (and also cp, dp, embd, pos_embd, "
+       "tp_cp, tp_ep, intra_dp_cp, ...).",
        ["Says mp, pp and dp_cp are filled", "Says tp, ep and expt_dp are filled too"],
        [("has_mp_pp_dp_cp", "yes or no"), ("has_tp_ep_expt_dp", "yes or no")],
        [text("has_mp_pp_dp_cp", "yes", 0, None), text("has_tp_ep_expt_dp", "yes", 1, None)],
@@ -750,7 +751,9 @@ add(ev("field-verl-gptmodel-kwargs", "provider-review", "PV-verl-model_initializ
        ["Says all named keywords are accepted on both releases", "Does not invent a rejected keyword"],
        [("rejected_named_keywords", "comma-separated list, or none")],
        [text("rejected_named_keywords", "none", 0, None)],
-       [fact("0.19.2", {"kind": "rejected_kwargs", "object": "megatron.core.models.gpt.gpt_model:GPTModel.__init__",
+       [fact("no pg_collection: the global groups", src("if pg_collection is None:\n            pg_collection = ProcessGroupCollection.use_mpu_process_groups()",
+                                                        "megatron/core/models/common/language_module/language_module.py"), True),
+        fact("0.19.2", {"kind": "rejected_kwargs", "object": "megatron.core.models.gpt.gpt_model:GPTModel.__init__",
                         "keywords": ["config", "transformer_layer_spec", "vocab_size", "max_sequence_length", "pre_process", "post_process",
                                      "share_embeddings_and_output_weights", "position_embedding_type", "rotary_base", "mtp_block_spec"]}, []),
         fact("0.13.1", {"kind": "rejected_kwargs", "release": "0.13.1", "object": "megatron.core.models.gpt.gpt_model:GPTModel.__init__",
@@ -1006,6 +1009,8 @@ add(config_error("field-pipeline-dtype", "PR-5768",
     [text("pipeline_dtype", "torch.bfloat16", 1, None)],
     dict(T2, pipeline_model_parallel_size=2),
     extra_facts=[fact("bf16 constructs", err(TC, dict(T2, pipeline_model_parallel_size=2, pipeline_dtype="torch.bfloat16")), "OK"),
+                 fact("what pipeline_dtype is", src('pipeline_dtype: torch.dtype = None\n    """dtype used in p2p communication, usually params_dtype"""',
+                                                    "megatron/core/model_parallel_config.py"), True),
                  fact("0.13.1 same", err(TC, dict(T2, pipeline_model_parallel_size=2), "0.13.1"), "ValueError: When using pipeline parallelism, pipeline_dtype must be specified")]))
 
 add(ev("field-interleaved-pp1", "errors", "PR-5768",
@@ -1091,7 +1096,9 @@ add(ev("field-mamba-wrapper-0192", "versions", "upgrade-HybridModel",
        [("mamba_stack_spec_kind", "positional or keyword-only"), ("hybridmodel_pattern_param", "name")],
        [text("mamba_stack_spec_kind", "keyword-only", 0, None),
         text("hybridmodel_pattern_param", "hybrid_layer_pattern", 1, {"kind": "param_at", "object": "megatron.core.models.hybrid.hybrid_model:HybridModel.__init__", "index": 4})],
-       [fact("HybridModel spec param", {"kind": "param_at", "object": "megatron.core.models.hybrid.hybrid_model:HybridModel.__init__", "index": 1}, "hybrid_stack_spec"),
+       [fact("hybrid_override_pattern deprecated", src("hybrid_override_pattern (str, optional): Deprecated. Use hybrid_layer_pattern instead.",
+                                                       "megatron/core/models/hybrid/hybrid_model.py"), True),
+        fact("HybridModel spec param", {"kind": "param_at", "object": "megatron.core.models.hybrid.hybrid_model:HybridModel.__init__", "index": 1}, "hybrid_stack_spec"),
         fact("MambaModel accepts anything by keyword", {"kind": "rejected_kwargs", "object": "megatron.core.models.mamba.mamba_model:MambaModel.__init__",
                                                       "keywords": ["hybrid_override_pattern", "vocab_size"]}, [])],
        ["read MambaModel.__init__ and HybridModel.__init__ signatures in .venv (0.19.2) and .venv-0131"], user_release="0.13.1"))
