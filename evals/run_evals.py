@@ -2,13 +2,23 @@
 """Run the skill's evaluation with and without the skill, grade it, and report (standard library only).
 
   run_evals.py validate                      check evals/evals.json against the schema (exit 1 on problems)
-  run_evals.py prepare --out RUN [...]       write one task file per eval and condition, the skill bundle
-                                             copy and the input files; the condition key goes to RUN/key.json
+  run_evals.py prepare --out RUN [--setting a|b|c] [--set field|core|all] [...]
+                                             write one task file per eval and condition, the skill bundle
+                                             copy, the input files and the command logger; the condition key
+                                             goes to RUN/key.json, the messages for the agents to RUN/dispatch.json
   run_evals.py grade --run RUN               apply the deterministic checks to RUN/answers/*.json and write
                                              the blind rubric worklist RUN/rubric/<label>.md
   run_evals.py report --run RUN [--previous OLD/report.json]
-                                             merge deterministic and rubric grades into RUN/report.json and
-                                             RUN/report.md (the numbers BENCHMARK.md needs)
+                                             merge deterministic and rubric grades and the measured cost
+                                             (RUN/logs/<label>.jsonl) into RUN/report.json and RUN/report.md
+  run_evals.py ingest --run RUN --label L --transcript FILE
+                                             an agent's exported tool-call transcript as its cost log
+  run_evals.py archive --run RUN --name NAME copy what re-grading needs (answers, logs, grades, rubric, key,
+                                             report) to evals/runs/NAME/
+
+Settings: a = megatron-core 0.19.2 importable; b = no megatron-core importable (plain Python 3.10+,
+the skill's scripts on their bundled data); c = the user's release (stated in the question) differs
+from the installed 0.19.2 (only evals with user_release).
 
 Formats (schema_version 1) are defined in evals/README.md. Exit codes: 0 done, 1 invalid evals or
 missing inputs, 2 bad arguments. Diagnostics go to stderr.
@@ -39,6 +49,23 @@ BUNDLE_PARTS = ("SKILL.md", "LICENSE", "references", "scripts")
 # A command that runs one of the bundle's scripts makes the answer "script-derived".
 SCRIPT_RE = re.compile(r"scripts/[\w/]+\.py")
 ANSWER_BLOCK_RE = re.compile(r"```answer[ \t]*\n(.*?)```", re.S)
+SKILL_NAME = "core-models-and-parallelism"
+LOGGER = HERE / "logged.py"
+SETS = ("field", "core", "all")
+# What each setting gives the answering agent; "megatron" says whether the interpreter must import megatron.core.
+SETTINGS = {
+    "a": {"title": "megatron-core 0.19.2 installed", "megatron": True, "only_user_release": False,
+          "env": "- Python with megatron-core 0.19.2 installed: `{python}` (you may run it and read the installed packages)."},
+    "b": {"title": "no megatron-core importable", "megatron": False, "only_user_release": False,
+          "env": "- Python `{python}` (3.10 or newer) WITHOUT megatron-core or torch: `import megatron` fails. Use no other "
+                 "Python interpreter or environment on this machine."},
+    "c": {"title": "the user's release differs from the installed one", "megatron": True, "only_user_release": True,
+          "env": "- Python with megatron-core 0.19.2 installed: `{python}`. The user's own release, stated in the question, is "
+                 "a different one: answer for the user's release."},
+}
+# Cost classes of a logged command's output, first match wins.
+COST_CLASSES = (("bundle", None), ("megatron_source", re.compile(r"site-packages/megatron|/megatron/(core|training)/|Megatron-LM")),
+                ("command_output", re.compile(r"")))
 
 
 # ------------------------------------------------------------------------------------------ schema
@@ -136,7 +163,7 @@ You are answering one question from a user of NVIDIA Megatron Core. Work as you 
 (read files, run commands), then write your answer file.
 
 ## Environment
-- Python with megatron-core 0.19.2 installed: `{python}` (you may run it and read the installed packages).
+{env_line}
 - Input files for this question (if any) are under `{files_dir}`.
 - No web access. Do NOT read `{forbidden}` (the benchmark's own evals, tests and answers) or other tasks' files.
 {condition_block}
@@ -155,7 +182,13 @@ Write `{answer_path}` (JSON, schema_version 1):
 ```
 
 List EVERY file you opened (including {skill_hint}input files and installed sources) and EVERY command you ran.
-{keys_block}"""
+{keys_block}
+## How to work: every command and every file read goes through the logger
+The cost of your answer is measured. First run `python3 {logger} {label} --start`. Then run EVERY
+shell command, and read EVERY file, through `python3 {logger} {label} -- <command>` (read files with
+`cat`, `sed -n A,Bp`, `head` or `grep` inside it). Do not read files with any other tool. Writing the
+answer file is the only step outside the logger.
+"""
 
 WITH_SKILL_BLOCK = """
 ## Condition: with the skill
@@ -179,6 +212,35 @@ def _keys_block(e: dict) -> str:
             f"```answer\n{lines}\n```\n")
 
 
+def _imports_megatron(python: str) -> bool | None:
+    """Whether ``python -c 'import megatron.core'`` works (None when the interpreter cannot be run)."""
+    import subprocess
+
+    try:
+        return subprocess.run([python, "-c", "import megatron.core"], capture_output=True, timeout=180).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def select(doc: dict, which: str, setting: str, only: set[int] | None) -> list[dict]:
+    """The evals a run asks: the field tasks, the core set or both; setting c keeps those with user_release."""
+    out = []
+    for e in doc["evals"]:
+        in_set = which == "all" or (e.get("set") == "field") == (which == "field")
+        if not in_set or (only and e["id"] not in only):
+            continue
+        if SETTINGS[setting]["only_user_release"] and not e.get("user_release"):
+            continue
+        out.append(e)
+    return out
+
+
+AGENT_MESSAGE = ("Read the file `{task}` and carry out the task it describes. Work only from what it allows. "
+                 "When you are done, the answer file it names must exist and be valid JSON.")
+GRADER_MESSAGE = ("Read `{rubric}` and grade the answer it contains exactly as it asks. "
+                  "Do not open any other file of the run directory.")
+
+
 def prepare(args) -> int:
     doc = load(Path(args.evals))
     bad = problems(doc)
@@ -188,6 +250,19 @@ def prepare(args) -> int:
     out = Path(args.out).resolve()
     if out.exists() and any(out.iterdir()):
         print(f"error: {out} exists and is not empty", file=sys.stderr)
+        return 2
+    setting = SETTINGS[args.setting]
+    python = args.python or (sys.executable if setting["megatron"] else "python3")
+    imports = _imports_megatron(python)
+    if imports is None or imports != setting["megatron"]:
+        want = "imports" if setting["megatron"] else "does not import"
+        print(f"error: setting {args.setting} ({setting['title']}) needs a Python that {want} megatron.core; {python} "
+              f"{'cannot be run' if imports is None else ('does' if imports else 'does not')}", file=sys.stderr)
+        return 2
+    only = {int(x) for x in args.only.split(",")} if args.only else None
+    chosen = select(doc, args.set, args.setting, only)
+    if not chosen:
+        print("error: no eval matches --set/--setting/--only", file=sys.stderr)
         return 2
     skill = Path(args.skill_dir).resolve()
     bundle, files_dir = out / "bundle", out / "files"
@@ -199,15 +274,13 @@ def prepare(args) -> int:
             bundle.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, bundle / part)
     shutil.copytree(HERE / "files", files_dir)
-    (out / "tasks").mkdir(parents=True)
-    (out / "answers").mkdir()
-    only = {int(x) for x in args.only.split(",")} if args.only else None
+    for d in ("tasks", "answers", "logs", "bin"):
+        (out / d).mkdir(parents=True)
+    shutil.copy2(LOGGER, out / "bin" / "logged.py")
     rng = random.Random(args.seed)
-    key, n = {}, 0
-    for e in doc["evals"]:
-        if only and e["id"] not in only:
-            continue
-        for cond in CONDITIONS:
+    key, agents = {}, []
+    for e in chosen:
+        for cond in (CONDITIONS if args.condition == "both" else (args.condition,)):
             label = f"t{rng.randrange(16**6):06x}"
             while label in key:
                 label = f"t{rng.randrange(16**6):06x}"
@@ -215,14 +288,24 @@ def prepare(args) -> int:
             prompt = e["prompt"].replace("evals/files/", f"{files_dir}/")
             block = (WITH_SKILL_BLOCK if cond == "with_skill" else WITHOUT_SKILL_BLOCK).format(bundle=bundle)
             text = TEMPLATE_COMMON.format(
-                label=label, python=args.python, files_dir=files_dir, forbidden=f"{REPO}/evals, {REPO}/tests, {out}/key.json, {out}/answers (other than yours)",
+                label=label, env_line=setting["env"].format(python=python), files_dir=files_dir,
+                forbidden=f"{REPO}/evals, {REPO}/tests, {out}/key.json, {out}/answers (other than yours)",
                 condition_block=block, prompt=prompt, answer_path=out / "answers" / f"{label}.json",
-                skill_hint="skill files, " if cond == "with_skill" else "", keys_block=_keys_block(e))
+                skill_hint="skill files, " if cond == "with_skill" else "", keys_block=_keys_block(e),
+                logger=out / "bin" / "logged.py")
             (out / "tasks" / f"{label}.md").write_text(text)
-            n += 1
-    (out / "key.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "bundle": str(bundle),
-                                              "files": str(files_dir), "labels": key}, indent=1))
-    print(f"{n} task files in {out / 'tasks'}; condition key in {out / 'key.json'} (keep it from graders)")
+            agents.append({"label": label, "message": AGENT_MESSAGE.format(task=out / "tasks" / f"{label}.md")})
+    rng.shuffle(agents)  # dispatch order does not group a condition
+    (out / "key.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "bundle": str(bundle), "files": str(files_dir),
+                                              "setting": args.setting, "set": args.set, "python": python,
+                                              "labels": key}, indent=1))
+    (out / "dispatch.json").write_text(json.dumps({
+        "schema_version": SCHEMA_VERSION, "setting": args.setting, "setting_title": setting["title"],
+        "instructions": "Start one fresh agent per entry (same model, tools and limits for all; no shared context; no access to "
+                        "the repository), send it exactly `message`, wait for RUN/answers/<label>.json.",
+        "agents": agents}, indent=1))
+    print(f"{len(agents)} task files in {out / 'tasks'} (setting {args.setting}: {setting['title']}); agent messages in "
+          f"{out / 'dispatch.json'}; condition key in {out / 'key.json'} (keep it from graders)")
     return 0
 
 
@@ -338,13 +421,21 @@ def grade(args) -> int:
         graded[label] = {"checks": results, "rubric_expectations": rubric,
                          "contamination": _contamination(ans, cond, run, key["bundle"])}
         if rubric:  # answers decided by checks alone need no grader
-            worklist.append({"label": label, "expectations": [e["expectations"][i] for i in rubric]})
-            (rubric_dir / f"{label}.md").write_text(_rubric_task(label, e, rubric, text, run))
+            worklist.append({"label": label, "expectations": [e["expectations"][i] for i in rubric],
+                             "message": GRADER_MESSAGE.format(rubric=rubric_dir / f"{label}.md")})
+            (rubric_dir / f"{label}.md").write_text(_rubric_task(label, e, rubric, redact(text, run), run))
     (run / "deterministic.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "graded": graded}, indent=1))
     (rubric_dir / "worklist.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "items": worklist}, indent=1))
     missing = sorted(set(key["labels"]) - set(answers))
     print(f"graded {len(graded)} answers ({len(missing)} missing); rubric worklist: {rubric_dir}/worklist.json")
     return 0
+
+
+def redact(answer: str, run: Path) -> str:
+    """The answer as a grader sees it: paths into the run and the skill's name hidden, so the condition does not show."""
+    text = answer.replace(str(run / "bundle"), "<path>").replace(str(run), "<run>")
+    text = re.sub(r"(?i)\b" + re.escape(SKILL_NAME) + r"\b", "<tool>", text)
+    return re.sub(r"\bSKILL\.md\b|\bscripts/[\w/]+\.py\b", "<tool>", text)
 
 
 def _rubric_task(label: str, e: dict, rubric: list[int], answer: str, run: Path) -> str:
@@ -383,6 +474,38 @@ def _pct(a: int, b: int) -> float | None:
     return round(100.0 * a / b, 1) if b else None
 
 
+def _log(run: Path, label: str) -> list[dict] | None:
+    path = run / "logs" / f"{label}.jsonl"
+    if not path.is_file():
+        return None
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def cost(records: list[dict] | None, bundle: str) -> dict:
+    """Tool calls, bytes read by class and wall time of one answer, from its logger lines."""
+    if not records:
+        return {"logged": False}
+    calls = [r for r in records if r.get("command") != "--start"]
+    by_class = {name: 0 for name, _ in COST_CLASSES}
+    for r in calls:
+        cmd = str(r.get("command", ""))
+        name = "bundle" if bundle in cmd else next(n for n, rx in COST_CLASSES[1:] if rx.search(cmd))
+        by_class[name] += int(r.get("stdout_bytes", 0)) + int(r.get("stderr_bytes", 0))
+    starts, ends = [float(r["start"]) for r in records if "start" in r], [float(r["end"]) for r in records if "end" in r]
+    return {"logged": True, "tool_calls": len(calls), "bytes_total": sum(by_class.values()),
+            **{f"bytes_{k}": v for k, v in by_class.items()},
+            "wall_seconds": round(max(ends) - min(starts), 1) if starts and ends else None}
+
+
+COST_KEYS = ("bytes_total", "bytes_bundle", "bytes_megatron_source", "bytes_command_output", "tool_calls", "wall_seconds")
+
+
 def report(args) -> int:
     run = Path(args.run).resolve()
     try:
@@ -415,6 +538,7 @@ def report(args) -> int:
         total_bytes = sum(int(f.get("bytes", 0)) for f in ans.get("files_read", []))
         scripts = [c.get("command", "") for c in ans.get("commands", []) if SCRIPT_RE.search(c.get("command", ""))
                    and (key["bundle"] in c.get("command", "") or cond == "with_skill")]
+        c = cost(_log(run, label), key["bundle"])
         exp_results = {i: passed.get(i) for i in applicable}
         failed = [i for i, v in exp_results.items() if v is False]
         rows.append({
@@ -426,9 +550,12 @@ def report(args) -> int:
             "confident_wrong": bool(failed) and ans.get("confidence") == "high" or bool(grading and grading.get("confidently_wrong")),
             "bundle_bytes": bundle_bytes, "total_bytes": total_bytes, "script_derived": bool(scripts),
             "skill_specific_checks": [r["passed"] for r in det[label]["checks"] if r["skill_specific"]],
-            "contamination": det[label]["contamination"],
+            "contamination": det[label]["contamination"] + _setting_contamination(key, c, _log(run, label)),
+            "cost": c,
         })
     summary = _summarise(rows)
+    summary["setting"] = key.get("setting", "a")
+    summary["setting_title"] = SETTINGS[summary["setting"]]["title"]
     if args.previous:
         prev = json.loads(Path(args.previous).read_text())["summary"]
         summary["change_since_previous"] = {
@@ -439,6 +566,40 @@ def report(args) -> int:
     (run / "report.md").write_text(_markdown(summary))
     print((run / "report.md").read_text())
     return 0
+
+
+def _setting_contamination(key: dict, c: dict, records) -> list[str]:
+    """Setting b forbids megatron-core: a logged command that used another environment taints the answer."""
+    if key.get("setting") != "b" or not records:
+        return []
+    return [f"setting b used megatron-core: {r['command'][:120]}" for r in records
+            if re.search(r"\.venv|site-packages/megatron|import megatron", str(r.get("command", ""))) and r.get("exit_code") == 0]
+
+
+def _median(values: list) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def _cost_summary(rs: list[dict]) -> dict:
+    logged = [r["cost"] for r in rs if r["cost"].get("logged")]
+    return {"answers_with_cost": len(logged), **{f"median_{k}": _median([c.get(k) for c in logged]) for k in COST_KEYS}}
+
+
+def _ratios(out: dict, rows: list[dict]) -> dict:
+    """with/without of the medians, and the median over evals answered in both conditions of the per-eval ratio."""
+    w, wo = out["with_skill"]["cost"], out["without_skill"]["cost"]
+    res = {}
+    for k in COST_KEYS:
+        a, b = w.get(f"median_{k}"), wo.get(f"median_{k}")
+        res[f"{k}_ratio_of_medians"] = round(a / b, 3) if a is not None and b else None
+        pairs = []
+        for eid in {r["eval_id"] for r in rows}:
+            both = {r["condition"]: r["cost"].get(k) for r in rows if r["eval_id"] == eid and r["cost"].get("logged")}
+            if both.get("without_skill") and both.get("with_skill") is not None:
+                pairs.append(both["with_skill"] / both["without_skill"])
+        res[f"{k}_median_paired_ratio"] = round(statistics.median(pairs), 3) if pairs else None
+    return res
 
 
 def _delta(a, b):
@@ -466,14 +627,21 @@ def _summarise(rows: list[dict]) -> dict:
             "by_route": {route: _pct(sum(r["eval_passed"] for r in rs if r["route"] == route),
                                      sum(1 for r in rs if r["route"] == route))
                          for route in sorted({r["route"] for r in rs})},
+            "answers_by_route": {route: sum(1 for r in rs if r["route"] == route) for route in sorted({r["route"] for r in rs})},
+            "cost": _cost_summary(rs),
         }
     if all(c in out for c in CONDITIONS) and None not in (out["with_skill"]["eval_pass_rate"], out["without_skill"]["eval_pass_rate"]):
         out["with_minus_without_points"] = round(out["with_skill"]["eval_pass_rate"] - out["without_skill"]["eval_pass_rate"], 1)
+    if all(c in out for c in CONDITIONS):
+        out["cost_with_over_without"] = _ratios(out, [r for r in rows if r["expectations"]])
+        cw, cwo = out["with_skill"]["confident_wrong"], out["without_skill"]["confident_wrong"]
+        out["confident_wrong_with_over_without"] = round(cw / cwo, 3) if cwo else None
     return out
 
 
 def _markdown(s: dict) -> str:
-    lines = ["| metric | with skill | without skill |", "| --- | --- | --- |"]
+    lines = [f"Setting {s.get('setting', 'a')}: {s.get('setting_title', '')}", "",
+             "| metric | with skill | without skill |", "| --- | --- | --- |"]
     for k in ("answers", "eval_pass_rate", "expectation_pass_rate", "ungraded_expectations", "confident_wrong",
               "negative_controls_passed", "bundle_bytes_median", "bundle_bytes_worst", "total_bytes_median",
               "script_derived_answers", "contaminated_answers"):
@@ -482,11 +650,86 @@ def _markdown(s: dict) -> str:
     lines += ["", "| route (eval pass rate %) | with skill | without skill |", "| --- | --- | --- |"]
     lines += [f"| {r} | {s.get('with_skill', {}).get('by_route', {}).get(r)} | {s.get('without_skill', {}).get('by_route', {}).get(r)} |"
               for r in routes]
+    lines += ["", "| cost (median per answer) | with skill | without skill | with/without (of medians) | median paired ratio |",
+              "| --- | --- | --- | --- | --- |"]
+    ratios = s.get("cost_with_over_without", {})
+    for k in COST_KEYS:
+        lines.append(f"| {k} | {s.get('with_skill', {}).get('cost', {}).get('median_' + k)} | "
+                     f"{s.get('without_skill', {}).get('cost', {}).get('median_' + k)} | {ratios.get(k + '_ratio_of_medians')} | "
+                     f"{ratios.get(k + '_median_paired_ratio')} |")
     if "with_minus_without_points" in s:
         lines += ["", f"With minus without: {s['with_minus_without_points']} points."]
     if "change_since_previous" in s:
         lines += ["", "Change since previous run: " + json.dumps(s["change_since_previous"])]
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ ingest
+
+def ingest(args) -> int:
+    """Turn an exported agent transcript into the logger's lines (for agents that could not use logged.py).
+
+    The transcript is JSON lines, one per tool call: {"tool", "input", "output" (text) or "output_bytes",
+    "start", "end"} (seconds since the epoch). A read tool's bytes are those of its output, like ``cat``.
+    """
+    run = Path(args.run).resolve()
+    key = json.loads((run / "key.json").read_text()) if (run / "key.json").is_file() else None
+    if key is None or args.label not in key["labels"]:
+        print(f"error: {args.label} is not a label of {run}", file=sys.stderr)
+        return 2
+    out = run / "logs" / f"{args.label}.jsonl"
+    if out.exists():
+        print(f"error: {out} exists (the agent used the logger)", file=sys.stderr)
+        return 2
+    lines = []
+    try:
+        calls = [json.loads(x) for x in Path(args.transcript).read_text().splitlines() if x.strip()]
+    except (OSError, json.JSONDecodeError) as err:
+        print(f"error: transcript {args.transcript}: {err}", file=sys.stderr)
+        return 2
+    if not calls:
+        print("error: empty transcript", file=sys.stderr)
+        return 2
+    t0 = min(float(c["start"]) for c in calls)
+    lines.append({"schema_version": 1, "label": args.label, "n": 0, "command": "--start", "exit_code": 0,
+                  "stdout_bytes": 0, "stderr_bytes": 0, "start": t0, "end": t0})
+    for i, c in enumerate(calls, 1):
+        size = int(c["output_bytes"]) if "output_bytes" in c else len(str(c.get("output", "")).encode())
+        lines.append({"schema_version": 1, "label": args.label, "n": i, "command": f"[{c.get('tool', 'tool')}] {c.get('input', '')}",
+                      "exit_code": int(c.get("exit_code", 0)), "stdout_bytes": size, "stderr_bytes": 0,
+                      "start": float(c["start"]), "end": float(c["end"]), "ingested": True})
+    out.parent.mkdir(exist_ok=True)
+    out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    print(f"{len(calls)} tool calls of {args.label} written to {out}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ archive
+
+ARCHIVED = ("key.json", "dispatch.json", "deterministic.json", "report.json", "report.md")
+
+
+def archive(args) -> int:
+    """Copy what re-grading and re-reporting need into evals/runs/NAME (no bundle or input copies)."""
+    run = Path(args.run).resolve()
+    if not re.fullmatch(r"[\w.-]+", args.name):
+        print("error: --name must be a plain directory name", file=sys.stderr)
+        return 2
+    dest = Path(args.dest).resolve() / args.name
+    if dest.exists():
+        print(f"error: {dest} exists", file=sys.stderr)
+        return 2
+    missing = [n for n in ARCHIVED if not (run / n).is_file()]
+    if missing:
+        print(f"error: {run} lacks {missing} (run prepare, grade and report first)", file=sys.stderr)
+        return 1
+    for d in ("answers", "logs", "rubric", "tasks"):
+        if (run / d).is_dir():
+            shutil.copytree(run / d, dest / d)
+    for n in ARCHIVED:
+        shutil.copy2(run / n, dest / n)
+    print(f"archived {run} to {dest}")
+    return 0
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -500,7 +743,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("prepare", help="write task files for both conditions")
     p.add_argument("--out", required=True, help="new run directory")
     p.add_argument("--skill-dir", default=str(REPO), help="skill bundle to copy (default: this repository)")
-    p.add_argument("--python", default=sys.executable, help="Python with megatron-core for the answering agents")
+    p.add_argument("--python", help="Python for the answering agents (default: this one for settings a and c, "
+                                    "python3 for b); checked: it must import megatron.core exactly when the setting says so")
+    p.add_argument("--setting", choices=sorted(SETTINGS), default="a", help="a: 0.19.2 installed; b: no megatron-core; "
+                                                                           "c: the user's release differs (evals with user_release)")
+    p.add_argument("--set", choices=SETS, default="field", help="field tasks (default), the core set, or all")
+    p.add_argument("--condition", choices=("both",) + CONDITIONS, default="both", help="prepare one condition only (default both)")
     p.add_argument("--only", help="comma-separated eval ids")
     p.add_argument("--seed", type=int, default=0, help="seed for the anonymous labels")
     g = sub.add_parser("grade", help="deterministic checks + blind rubric worklist")
@@ -508,6 +756,14 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("report", help="numbers for BENCHMARK.md")
     r.add_argument("--run", required=True)
     r.add_argument("--previous", help="an earlier run's report.json, for the change since then")
+    i = sub.add_parser("ingest", help="an exported transcript as the logger's lines of one answer")
+    i.add_argument("--run", required=True)
+    i.add_argument("--label", required=True)
+    i.add_argument("--transcript", required=True, help="JSON lines: tool, input, output or output_bytes, start, end")
+    a = sub.add_parser("archive", help="copy a graded run to evals/runs/NAME")
+    a.add_argument("--run", required=True)
+    a.add_argument("--name", required=True, help="e.g. 2026-12-02-field-a")
+    a.add_argument("--dest", default=str(HERE / "runs"), help=argparse.SUPPRESS)
     try:
         args = ap.parse_args(argv)
     except SystemExit as e:
@@ -516,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
         bad = problems(load(Path(args.evals)))
         print("\n".join(bad) if bad else f"ok: {len(load(Path(args.evals))['evals'])} evals", file=sys.stderr if bad else sys.stdout)
         return 1 if bad else 0
-    return {"prepare": prepare, "grade": grade, "report": report}[args.cmd](args)
+    return {"prepare": prepare, "grade": grade, "report": report, "ingest": ingest, "archive": archive}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -8,12 +8,16 @@ A recompute spec (an eval check's ``recompute`` or a fact's ``recompute``) names
   is valid), ``layout_group`` (the --ranks group of one kind holding a rank);
 - release kinds read Megatron-LM sources at git tags through tests/upstream_sources.py:
   ``upstream_source``, ``first_release``, ``all_releases_contain``;
-- arithmetic kinds: ``bubble`` ((p-1)/(v*m), Narayanan et al. 2021), ``mod``;
+- arithmetic kinds: ``bubble`` ((p-1)/(v*m), Narayanan et al. 2021), ``mod``, ``arith`` (an
+  arithmetic expression over numbers and cells of the published tables frozen in
+  evals/field_material.json: ``{"published": "<row source>", "field": "TP"}``);
 - ``inspector`` runs scripts/inspect_core_api.py --json;
 - provider kinds parse files with ast (tests/provider_calls.py): ``get_model_provider_kwargs`` (the
   keywords the installed megatron/training/training.py get_model passes to the provider),
   ``provider_unaccepted`` (those of them a provider file's ``function`` cannot accept);
-- every other kind needs megatron-core and runs in one child process (tests/evals_probe.py).
+- every other kind needs megatron-core and runs in one child process (tests/evals_probe.py); a spec
+  with ``release`` (``0.13.1``, ``0.16.1``) runs in that release's environment (``.venv-0131``,
+  ``.venv-0161``) and is skipped where the environment is missing.
 
 ``compare(check_or_fact, value)`` says whether a recomputed value supports what the eval states.
 """
@@ -34,13 +38,18 @@ REPO = Path(__file__).resolve().parent.parent
 CHECKER = REPO / "scripts" / "check_parallel_layout.py"
 INSPECTOR = REPO / "scripts" / "inspect_core_api.py"
 PROBE = Path(__file__).resolve().parent / "evals_probe.py"
-STDLIB_KINDS = {"layout", "layout_count_distinct", "layout_first_valid", "layout_group", "bubble", "mod",
+STDLIB_KINDS = {"layout", "layout_count_distinct", "layout_first_valid", "layout_group", "bubble", "mod", "arith",
                 "upstream_source", "first_release", "all_releases_contain", "inspector",
                 "get_model_provider_kwargs", "provider_unaccepted"}
 PROVIDER_KINDS = {"get_model_provider_kwargs", "provider_unaccepted"}
 RELEASE_KINDS = {"upstream_source", "first_release", "all_releases_contain"}
 PROBE_KINDS = {"config", "config_ok", "config_ok_negated", "config_error", "config_max_valid", "field_default",
-               "config_fields", "signature", "import_ok", "call_error", "spec_mlp", "installed_source"}
+               "config_fields", "signature", "import_ok", "call_error", "spec_mlp", "installed_source",
+               "call", "rejected_kwargs", "param_at", "layers_per_rank", "layers_per_rank_error", "layout_decoders", "pg_fields", "version", "fake_world"}
+MATERIAL = REPO / "evals" / "field_material.json"
+# The interpreter that has each release installed (tests/fixtures/make_old_env.sh builds the old ones).
+RELEASE_PYTHONS = {"0.19.2": None, "0.16.1": REPO / ".venv-0161" / "bin" / "python",
+                   "0.13.1": REPO / ".venv-0131" / "bin" / "python"}
 
 
 class Skip(Exception):
@@ -130,6 +139,47 @@ def _provider(spec):
     return provider_calls.unaccepted(source, _get_model_keywords(), spec.get("function", "model_provider"))
 
 
+@functools.lru_cache(maxsize=1)
+def _published_rows() -> dict[str, dict]:
+    tables = json.loads(MATERIAL.read_text())["published_layouts"]
+    rows = tables["megatron_bridge_performance_summary"]
+    return {r["source"]: r for r in rows} | {r["name"]: r for r in tables["ptdp_table2"]}
+
+
+def _number(cell):
+    return cell if isinstance(cell, (int, float)) else float(str(cell).replace(",", ""))
+
+
+_ARITH_FUNCS = {"min": min, "max": max, "lcm": __import__("math").lcm, "ceil": __import__("math").ceil,
+                "round": round, "int": int}
+
+
+def _arith(spec):
+    """Evaluate a small arithmetic expression (numbers, + - * / // %, min/max/lcm/ceil/round)."""
+    import ast
+
+    env = {k: _number(_published_rows()[v["published"]][v["field"]]) if isinstance(v, dict) else v
+           for k, v in spec.get("vars", {}).items()}
+    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.Div: lambda a, b: a / b, ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+
+    def ev(n):
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)):
+            return n.value
+        if isinstance(n, ast.Name):
+            return env[n.id]
+        if isinstance(n, ast.BinOp) and type(n.op) in ops:
+            return ops[type(n.op)](ev(n.left), ev(n.right))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _ARITH_FUNCS:
+            return _ARITH_FUNCS[n.func.id](*[ev(a) for a in n.args])
+        raise ValueError(f"arith: unsupported {ast.dump(n)[:60]}")
+
+    value = ev(ast.parse(spec["expr"], mode="eval"))
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def _stdlib(spec):
     kind = spec["kind"]
     if kind == "layout":
@@ -145,6 +195,8 @@ def _stdlib(spec):
         return (spec["pp"] - 1) / (spec["vpp"] * spec["m"])
     if kind == "mod":
         return spec["a"] % spec["b"]
+    if kind == "arith":
+        return _arith(spec)
     if kind == "upstream_source":
         return _has(spec["ref"], spec["path"], spec.get("contains"))
     if kind == "first_release":
@@ -158,23 +210,45 @@ def _stdlib(spec):
     raise KeyError(kind)
 
 
-def probe(specs: list[dict]) -> list:
+def probe(specs: list[dict], python: str | None = None) -> list:
     """Run every megatron-dependent spec in one child; returns values (or raises on probe errors)."""
     if not specs:
         return []
-    p = subprocess.run([sys.executable, str(PROBE)], input=json.dumps(specs), capture_output=True,
+    p = subprocess.run([python or sys.executable, str(PROBE)], input=json.dumps(specs), capture_output=True,
                        text=True, timeout=900)
     if p.returncode != 0:
         raise AssertionError(f"evals_probe failed: {p.stderr[-2000:]}")
     return json.loads(p.stdout)
 
 
+def _release_python(release: str | None) -> str | None:
+    """The interpreter for a spec's release (None: this one); Skip when that environment is absent."""
+    if release is None or release == "0.19.2":
+        return None
+    if release not in RELEASE_PYTHONS:
+        raise Skip(f"no environment for megatron-core {release}")
+    path = RELEASE_PYTHONS[release]
+    if not path.exists():
+        raise Skip(f"megatron-core {release} environment {path} is missing (tests/fixtures/make_old_env.sh builds it)")
+    return str(path)
+
+
 def recompute_all(specs: list[dict]) -> list:
     """Values for every spec, in order: a value, or a Skip / Exception instance."""
     out: list = [None] * len(specs)
-    torch_idx = [i for i, s in enumerate(specs) if s["kind"] in PROBE_KINDS]
-    for i, res in zip(torch_idx, probe([specs[i] for i in torch_idx])):
-        out[i] = res["value"] if "value" in res else AssertionError(res["error"])
+    by_release: dict = {}
+    for i, s in enumerate(specs):
+        if s["kind"] in PROBE_KINDS:
+            by_release.setdefault(s.get("release"), []).append(i)
+    for release, idx in by_release.items():
+        try:
+            python = _release_python(release)
+        except Skip as e:
+            for i in idx:
+                out[i] = e
+            continue
+        for i, res in zip(idx, probe([specs[i] for i in idx], python)):
+            out[i] = res["value"] if "value" in res else AssertionError(res["error"])
     for i, s in enumerate(specs):
         if s["kind"] in PROBE_KINDS:
             continue

@@ -138,7 +138,7 @@ def _assert_recomputed(items):
 
 
 def test_layout_and_arithmetic_facts_recompute():
-    items = _items({"layout", "layout_count_distinct", "layout_first_valid", "layout_group", "bubble", "mod"})
+    items = _items({"layout", "layout_count_distinct", "layout_first_valid", "layout_group", "bubble", "mod", "arith"})
     assert len(items) >= 40
     _assert_recomputed(items)
 
@@ -236,6 +236,211 @@ def test_a_wrong_eval_fails_recompute():
     assert len(items) == 4 and len(wrong) == len(items), wrong
 
 
+# ------------------------------------------------------------------------------------ field tasks (issue 23)
+
+FIELD = [e for e in EV if e.get("set") == "field"]
+MATERIAL = json.loads((REPO / "evals" / "field_material.json").read_text())
+# Recompute kinds that run the bundle's own scripts: never the only proof of a key.
+BUNDLE_KINDS = {"layout", "layout_count_distinct", "layout_first_valid", "layout_group", "inspector"}
+
+
+def _material_ids() -> set[str]:
+    ids = {t["id"] for t in MATERIAL["threads"]} | {p["id"] for p in MATERIAL["providers"]}
+    ids |= {t["id"] for t in MATERIAL["addendum_2026_12_01"]["threads"]}
+    tables = MATERIAL["published_layouts"]
+    ids |= {"published:" + r["source"] for r in tables["megatron_bridge_performance_summary"]}
+    ids |= {"published:" + r["name"] for r in tables["ptdp_table2"]}
+    ids |= {"census:" + t["url"].removeprefix("https://github.com/") for t in MATERIAL["route_census"]["threads"]}
+    return ids
+
+
+def _kinds(e: dict) -> list[str]:
+    return [c["recompute"]["kind"] for c in e["checks"] if "recompute" in c] + [f["recompute"]["kind"] for f in e["facts"]]
+
+
+def test_field_tasks_come_from_the_frozen_material():
+    assert len(FIELD) >= 60
+    ids = _material_ids()
+    for e in FIELD:
+        # "upgrade-*" tasks come from the release signatures frozen in upgrade_signatures
+        assert e["material"] in ids or e["material"].startswith("upgrade-"), (e["name"], e["material"])
+        assert e["negative_control"] or _kinds(e), f"{e['name']}: nothing recomputed"
+        assert not set(_kinds(e)) & BUNDLE_KINDS, f"{e['name']}: a key computed by the bundle's scripts"
+    assert MATERIAL["frozen_on"] == "2026-12-01" and "catalogue" in MATERIAL["rule"]
+
+
+def test_every_bundle_computed_key_has_a_megatron_recompute():
+    """Issue 22 item 8: an eval checked by the bundle's checker or inspector is also recomputed from Megatron."""
+    for e in EV:
+        kinds = set(_kinds(e))
+        if kinds & BUNDLE_KINDS:
+            assert kinds - BUNDLE_KINDS, f"{e['name']}: only the bundle's scripts back its keys"
+
+
+def _shares(routes: list[str]) -> dict[str, float]:
+    return {r: routes.count(r) / len(routes) for r in set(routes)}
+
+
+def test_field_route_mix_follows_the_census():
+    census = MATERIAL["route_census"]["counts"]
+    assert sum(census.values()) == len(MATERIAL["route_census"]["threads"])
+    want = {r: n / sum(census.values()) for r, n in census.items()}
+    got = _shares([e["route"] for e in FIELD])
+    assert set(got) == set(want), (got, want)
+    for route, share in want.items():
+        assert abs(got[route] - share) <= 0.08, (route, round(got[route], 3), round(share, 3))
+    assert max(got, key=got.get) == max(want, key=want.get) == "errors"
+    text = " ".join((REPO / "evals" / "README.md").read_text().split())
+    for route, n in census.items():
+        assert f"| {route} | {n} | {sum(e['route'] == route for e in FIELD)} |" in text, route
+
+
+def test_field_settings_are_covered():
+    releases = {e.get("user_release") for e in FIELD} - {None}
+    assert releases == {"0.13.1", "0.16.1"}
+    assert sum(bool(e.get("user_release")) for e in FIELD) >= 15          # setting c
+    assert all(e["user_release"] != DOC["megatron_core_version"] for e in FIELD if e.get("user_release"))
+
+
+def test_field_evals_file_writes_evals_json():
+    p = subprocess.run([sys.executable, str(REPO / "evals" / "field_evals.py"), "--check"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+
+
+def _corrupt(item: dict) -> dict:
+    """The item with a wrong answer key (or a wrong expected fact)."""
+    if "expect" in item:
+        exp = item["expect"]
+        if isinstance(exp, dict) and ("matches" in exp or "contains" in exp):
+            return dict(item, expect={"contains": "no such text in any answer"})
+        return dict(item, expect=[exp, "wrong"] if not isinstance(exp, bool) else (not exp))
+    if item["kind"] == "answer_number":
+        return dict(item, expected=item["expected"] + 1 + 10 * item.get("tolerance", 0))
+    if item["kind"] == "answer_text":
+        return dict(item, expected="definitely-not-" + item["expected"])
+    return dict(item, expected=list(item["expected"]) + ["extra"])
+
+
+def _field_items(kinds: set[str]):
+    return [(n, c, s) for n, c, s in _items(kinds) if any(e["name"] == n for e in FIELD)]
+
+
+def test_a_wrong_field_key_fails_recompute_stdlib():
+    items = _field_items({"arith", "bubble", "first_release", "upstream_source"})
+    assert len(items) >= 30
+    _assert_recomputed(items)
+    wrong, skipped = _recheck([(n, _corrupt(c), s) for n, c, s in items])
+    assert len(wrong) + len(skipped) == len(items) and len(wrong) >= 20, wrong
+
+
+@pytest.mark.slow
+def test_field_facts_recompute_from_megatron_and_fail_when_wrong():
+    """Every megatron-backed key and fact of the field tasks holds, and each one, made wrong, is reported."""
+    items = _field_items(R.PROBE_KINDS)
+    assert len(items) >= 100
+    wrong, skipped = _recheck(items)
+    assert not wrong, "\n".join(wrong)
+    values = R.recompute_all([s for _, _, s in items])
+    caught = [R.compare(_corrupt(c), v)[0] is False for (_, c, _), v in zip(items, values) if not isinstance(v, Exception)]
+    assert caught and all(caught)
+
+
+# ------------------------------------------------------------------------------------ runner: settings and cost
+
+def test_prepare_checks_the_interpreter_against_the_setting(tmp_path):
+    p = _runner("prepare", "--out", str(tmp_path / "b"), "--setting", "b", "--python", sys.executable)
+    assert p.returncode == 2 and "does not import megatron.core" in p.stderr, p.stderr
+    plain = subprocess.run(["python3", "-c", "import megatron.core"], capture_output=True)
+    if plain.returncode == 0:
+        pytest.skip("python3 here imports megatron.core: no interpreter without it for setting b")
+    p = _runner("prepare", "--out", str(tmp_path / "b2"), "--setting", "b", "--python", "python3", "--only", str(FIELD[0]["id"]))
+    assert p.returncode == 0, p.stderr
+    task = next((tmp_path / "b2" / "tasks").iterdir()).read_text()
+    assert "WITHOUT megatron-core" in task and "logged.py" in task
+
+
+def test_setting_c_asks_only_questions_about_another_release(tmp_path):
+    p = _runner("prepare", "--out", str(tmp_path / "c"), "--setting", "c")
+    assert p.returncode == 0, p.stderr
+    key = json.loads((tmp_path / "c" / "key.json").read_text())
+    asked = {m["eval_id"] for m in key["labels"].values()}
+    assert asked == {e["id"] for e in FIELD if e.get("user_release")}
+    assert key["setting"] == "c" and len(key["labels"]) == 2 * len(asked)
+    dispatch = json.loads((tmp_path / "c" / "dispatch.json").read_text())
+    assert {a["label"] for a in dispatch["agents"]} == set(key["labels"])
+    assert not any(word in a["message"] for a in dispatch["agents"] for word in ("with_skill", "without_skill"))
+
+
+def test_cost_is_measured_from_the_logger_and_reported_with_ratios(tmp_path):
+    e = next(x for x in FIELD if x["name"] == "field-vocab-pad-tp2")
+    run = tmp_path / "run"
+    assert _runner("prepare", "--out", str(run), "--only", str(e["id"])).returncode == 0
+    key = json.loads((run / "key.json").read_text())
+    logger = run / "bin" / "logged.py"
+    bundle = key["bundle"]
+    for label, meta in key["labels"].items():
+        assert subprocess.run([sys.executable, str(logger), label, "--start"]).returncode == 0
+        cmds = [f"cat {bundle}/SKILL.md"] if meta["condition"] == "with_skill" else ["printf 0123456789", "printf abc", "printf xyz"]
+        for c in cmds:
+            p = subprocess.run([sys.executable, str(logger), label, "--", c], capture_output=True, text=True)
+            assert p.returncode == 0
+        _write_answer(run, label, "```answer\npadded_vocab_tp1: 50257\npadded_vocab_tp2: 50258\n```", "high")
+    assert subprocess.run([sys.executable, str(logger), "not-a-label", "--start"], capture_output=True).returncode == 2
+    assert _runner("grade", "--run", str(run)).returncode == 0
+    p = _runner("report", "--run", str(run))
+    assert p.returncode == 0, p.stderr
+    s = json.loads((run / "report.json").read_text())["summary"]
+    skill_md = (Path(bundle) / "SKILL.md").stat().st_size
+    w, wo = s["with_skill"]["cost"], s["without_skill"]["cost"]
+    assert (w["median_tool_calls"], wo["median_tool_calls"]) == (1, 3)
+    assert (w["median_bytes_bundle"], wo["median_bytes_command_output"]) == (skill_md, 16)
+    assert s["cost_with_over_without"]["tool_calls_ratio_of_medians"] == round(1 / 3, 3)
+    assert s["cost_with_over_without"]["bytes_total_median_paired_ratio"] == round(skill_md / 16, 3)
+    assert w["median_wall_seconds"] is not None and s["setting"] == "a"
+    assert "| tool_calls | 1 | 3 |" in (run / "report.md").read_text()
+    dest = tmp_path / "runs"
+    p = _runner("archive", "--run", str(run), "--name", "t-archive", "--dest", str(dest))
+    assert p.returncode == 0, p.stderr
+    assert {x.name for x in (dest / "t-archive").iterdir()} >= {"answers", "logs", "key.json", "report.json", "deterministic.json"}
+    assert not (dest / "t-archive" / "bundle").exists()
+
+
+def test_transcripts_are_ingested_as_cost_logs(tmp_path):
+    run = tmp_path / "run"
+    e = FIELD[0]
+    assert _runner("prepare", "--out", str(run), "--only", str(e["id"]), "--condition", "without_skill").returncode == 0
+    key = json.loads((run / "key.json").read_text())
+    (label,) = key["labels"]
+    assert key["labels"][label]["condition"] == "without_skill"
+    tr = tmp_path / "t.jsonl"
+    tr.write_text("\n".join(json.dumps(x) for x in (
+        {"tool": "read", "input": "/usr/lib/python3/site-packages/megatron/core/parallel_state.py", "output": "x" * 1000, "start": 10.0, "end": 11.0},
+        {"tool": "bash", "input": "ls", "output_bytes": 24, "start": 12.0, "end": 13.5})))
+    p = _runner("ingest", "--run", str(run), "--label", label, "--transcript", str(tr))
+    assert p.returncode == 0, p.stderr
+    c = run_evals.cost(run_evals._log(run, label), key["bundle"])
+    assert c == {"logged": True, "tool_calls": 2, "bytes_total": 1024, "bytes_bundle": 0, "bytes_megatron_source": 1000,
+                 "bytes_command_output": 24, "wall_seconds": 3.5}
+    assert _runner("ingest", "--run", str(run), "--label", label, "--transcript", str(tr)).returncode == 2   # never overwrite
+    assert _runner("ingest", "--run", str(run), "--label", "t000000", "--transcript", str(tr)).returncode == 2
+
+
+def test_graders_do_not_see_the_condition(tmp_path):
+    run = tmp_path / "run"
+    rubric_eval = next(x for x in FIELD if any(c.get("kind") == "regex" for c in x["checks"]) or len(x["checks"]) < len(x["expectations"]))
+    assert _runner("prepare", "--out", str(run), "--only", str(rubric_eval["id"])).returncode == 0
+    key = json.loads((run / "key.json").read_text())
+    for label in key["labels"]:
+        _write_answer(run, label, f"I ran {key['bundle']}/scripts/explain_error.py from the core-models-and-parallelism skill (SKILL.md).", "low")
+    assert _runner("grade", "--run", str(run)).returncode == 0
+    for f in (run / "rubric").glob("t*.md"):
+        text = f.read_text()
+        for leak in (key["bundle"], "core-models-and-parallelism", "SKILL.md", "explain_error.py", "with_skill", "without_skill"):
+            assert leak not in text, (f.name, leak)
+    items = json.loads((run / "rubric" / "worklist.json").read_text())["items"]
+    assert items and all(i["message"].startswith("Read `") and "with_skill" not in i["message"] for i in items)
+
+
 # ------------------------------------------------------------------------------------ grader
 
 def _write_answer(run: Path, label: str, answer: str, confidence: str, files=(), commands=()):
@@ -258,7 +463,7 @@ def test_grader_on_hand_made_answers(tmp_path):
     layout = next(e for e in EV if e["name"] == "layout-7b-64gpu")
     neg = next(e for e in EV if e["name"] == "neg-slurm-launch")
     run = tmp_path / "run"
-    p = _runner("prepare", "--out", str(run), "--only", f"{layout['id']},{neg['id']}")
+    p = _runner("prepare", "--out", str(run), "--set", "all", "--only", f"{layout['id']},{neg['id']}")
     assert p.returncode == 0, p.stderr
     key = json.loads((run / "key.json").read_text())
     assert len(list((run / "tasks").iterdir())) == 4
