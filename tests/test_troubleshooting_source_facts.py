@@ -289,3 +289,50 @@ def test_tp08_names_every_function_that_raises_its_message():
     raised_in = BY_ID["TP-08"].bullet("Raised in")
     for fn in raisers:
         assert f"`{fn}`" in raised_in, f"TP-08's Raised in omits {fn}"
+
+
+# --------------------------------------------------------------------------- HANG-02 / RT-07 / HANG-06
+
+P2P = "megatron/core/pipeline_parallel/p2p_communication.py"
+
+
+def _method_source(src: str, cls: str, name: str) -> str:
+    tree = ast.parse(src)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == name:
+                    return ast.get_source_segment(src, item)
+    raise AssertionError(f"no {cls}.{name}")
+
+
+def test_hang02_shape_exchange_ignores_batch_p2p_comm():
+    """0.19.2: _communicate picks _p2p_ops when batch_p2p_comm=False; _communicate_shapes never reads it."""
+    src = _source(INSTALLED, P2P)
+    shapes = _method_source(src, "P2PCommunicator", "_communicate_shapes")
+    comm = _method_source(src, "P2PCommunicator", "_communicate")
+    assert "batch_p2p_comm" not in shapes and "batch_isend_irecv" in shapes
+    assert "config.batch_p2p_comm" in comm and "_p2p_ops" in comm
+    flat = _flat(BY_ID["HANG-02"].body)
+    assert "whatever `batch_p2p_comm` says" in flat and "https://github.com/NVIDIA/Megatron-LM/pull/5271" in flat
+
+
+def test_rt07_layers_copy_the_config_field_they_fuse_on():
+    """The linear layers take gradient_accumulation_fusion from the config (what RT-07 tells users to print)."""
+    src = _source(INSTALLED, "megatron/core/tensor_parallel/layers.py")
+    assert src.count("self.gradient_accumulation_fusion = config.gradient_accumulation_fusion") == 2
+    te = _source(INSTALLED, "megatron/core/extensions/transformer_engine.py")
+    assert "fuse_wgrad_accumulation=self.config.gradient_accumulation_fusion" in _flat(te)
+    assert "model[0].config.gradient_accumulation_fusion" in BY_ID["RT-07"].body
+
+
+@pytest.mark.parametrize("ref", ["core_v0.12.3", "core_v0.15.3", INSTALLED])
+def test_hang06_destroy_model_parallel_destroys_only_gloo_groups(ref):
+    src = _source(ref, "megatron/core/parallel_state.py")
+    tree = ast.parse(src)
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "destroy_model_parallel")
+    destroyed = [
+        ast.unparse(c.args[0]) for c in ast.walk(fn)
+        if isinstance(c, ast.Call) and ast.unparse(c.func).endswith("destroy_process_group") and c.args
+    ]
+    assert destroyed and all(name.endswith("_GLOO") for name in destroyed), destroyed
