@@ -336,3 +336,27 @@ def test_hang06_destroy_model_parallel_destroys_only_gloo_groups(ref):
         if isinstance(c, ast.Call) and ast.unparse(c.func).endswith("destroy_process_group") and c.args
     ]
     assert destroyed and all(name.endswith("_GLOO") for name in destroyed), destroyed
+
+
+# --------------------------------------------------------------------------- TE-03
+
+def _offload_branches(src: str) -> list[tuple[str, bool]]:
+    """(TE version gate, passes retain_pinned_cpu_buffers) per branch of get_cpu_offload_context."""
+    tree = ast.parse(src)
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "get_cpu_offload_context")
+    out, node = [], next(n for n in fn.body if isinstance(n, ast.If))
+    while isinstance(node, ast.If):
+        gate = ast.literal_eval(node.test.args[0])
+        out.append((gate, "retain_pinned_cpu_buffers=" in ast.unparse(node.body[0])))
+        node = node.orelse[0] if node.orelse else None
+    return out
+
+
+@pytest.mark.parametrize("ref,first", [("core_v0.17.1", ("2.5.0", True)), ("core_v0.18.2", ("2.10.0", True)),
+                                       (INSTALLED, ("2.10.0", True))])
+def test_te03_retain_pinned_cpu_buffers_gate(ref, first):
+    branches = _offload_branches(_source(ref, "megatron/core/extensions/transformer_engine.py"))
+    assert branches[0] == first, branches
+    if ref != "core_v0.17.1":
+        assert ("2.5.0", False) in branches, branches
+    assert "core_v0.17.1 passes `retain_pinned_cpu_buffers=`" in _flat(BY_ID["TE-03"].body)
