@@ -361,7 +361,7 @@ def _message_events(a: dict, b: dict, v: str, events: dict) -> None:
     """A message replaced by a similar one in the same function (same kind) was reworded."""
     def group(rel):
         g: dict[tuple, list] = {}
-        for kind, exc, text, path, fn, line in rel["messages"]:
+        for kind, exc, text, path, fn, line, *_ in rel["messages"]:
             g.setdefault((path, fn, kind), []).append(text)
         return g
     ga, gb = group(a), group(b)

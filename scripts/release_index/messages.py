@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 
 from .release import load
 from .versions import RELEASES
@@ -85,7 +86,12 @@ def message_history(text: str) -> list[dict]:
     anchor = next(((v, find_message(text, v)[0]) for v in reversed(RELEASES) if find_message(text, v)), None)
     if anchor is None:
         return []
-    version, m = anchor
+    return check_history(*anchor)
+
+
+def check_history(version: str, m: dict) -> list[dict]:
+    """The wordings of the check m (a message of release version) across the indexed releases,
+    oldest first, as message_history gives them."""
     found = {version: m}
     i = RELEASES.index(version)
     for step in (-1, 1):
@@ -107,3 +113,104 @@ def message_history(text: str) -> list[dict]:
             runs.append({"versions": [v], "text": x["text"], "kind": x["kind"], "exc": x["exc"],
                          "file": x["file"], "function": x["function"]})
     return runs
+
+
+# -- a printed message -> the places that print it (fast: many log lines against every release) -----
+
+_WORD = re.compile(r"[a-z_][a-z0-9_]{2,}")
+COMMON = 250  # a word in more templates than this does not select candidates (a stop word)
+MIN_FIXED = 12  # fixed characters a template needs to be matched in a log at all
+TRUNCATED_SHARE = 0.5  # a paste cut short must still show this share of the fixed text ...
+TRUNCATED_MIN = 25  # ... and at least this many fixed characters
+
+
+class Template:
+    """One fixed text ("{}" for each variable part) and every place that prints it, per release."""
+
+    __slots__ = ("text", "parts", "fixed", "sites")
+
+    def __init__(self, text: str):
+        self.text = text
+        self.parts = [p.strip() for p in text.split("{}")]
+        self.fixed = sum(len(p) for p in self.parts)
+        self.sites: dict[str, list[dict]] = {}
+
+    def releases(self) -> tuple[str, ...]:
+        return tuple(v for v in RELEASES if v in self.sites)
+
+
+@functools.lru_cache(maxsize=1)
+def templates() -> tuple[list[Template], dict[str, list[int]]]:
+    """Every distinct message text of every indexed release, and an index word -> templates.
+
+    A template is listed under each of its words that fewer than COMMON templates share, so a
+    line selects only the templates that share a distinctive word with it.
+    """
+    by_text: dict[str, Template] = {}
+    for v in RELEASES:
+        for site in load(v).message_sites():
+            key = _norm(site["text"])
+            t = by_text.get(key)
+            if t is None:
+                t = by_text[key] = Template(key)
+            t.sites.setdefault(v, []).append(site)
+    out = [t for t in by_text.values() if t.fixed >= MIN_FIXED]
+    words = [set(_WORD.findall(" ".join(t.parts).lower())) for t in out]
+    df: dict[str, int] = {}
+    for ws in words:
+        for w in ws:
+            df[w] = df.get(w, 0) + 1
+    index: dict[str, list[int]] = {}
+    for i, ws in enumerate(words):
+        rare = [w for w in ws if df[w] < COMMON] or sorted(ws)
+        for w in rare:
+            index.setdefault(w, []).append(i)
+    return out, index
+
+
+def locate(t: Template, text: str) -> tuple[int, int, int] | None:
+    """(fixed characters found, start, end) of t's fixed parts found in order in text; the parts
+    after the first one missing are not looked for. None when the first fixed part is missing."""
+    pos, start, found = 0, None, 0
+    for part in t.parts:
+        if not part:
+            continue
+        hit = text.find(part, pos)
+        if hit < 0:
+            break
+        if start is None:
+            start = hit
+        found += len(part)
+        pos = hit + len(part)
+    return None if start is None else (found, start, pos)
+
+
+def match_printed(line: str, more: str = "") -> list[tuple[Template, float, str]]:
+    """Templates whose message is printed in line (continued by more: the lines after it), best first.
+
+    Each hit is (template, score, how): "template" (every fixed part in order, 1.0) or "truncated"
+    (the line ends before the template does: the share of fixed text found, counted only when it
+    is at least TRUNCATED_SHARE and TRUNCATED_MIN characters). The most specific (most fixed text)
+    first among equal scores.
+    """
+    line = _norm(line)
+    whole = _norm(line + " " + more) if more else line
+    temps, index = templates()
+    cands: set[int] = set()
+    for w in set(_WORD.findall(whole.lower())):
+        cands.update(index.get(w, ()))
+    hits = []
+    for i in cands:
+        t = temps[i]
+        loc = locate(t, whole)
+        if loc is None or loc[1] >= len(line):  # the message must start on the line itself
+            continue
+        found, start, end = loc
+        if found == t.fixed:
+            hits.append((t, 1.0, "template"))
+            continue
+        loc = locate(t, line)
+        if loc and loc[0] >= TRUNCATED_MIN and loc[0] >= TRUNCATED_SHARE * t.fixed and len(line) - loc[2] <= 120:
+            hits.append((t, round(loc[0] / t.fixed, 3), "truncated"))
+    hits.sort(key=lambda h: (-h[1], -h[0].fixed, h[0].text))
+    return hits
