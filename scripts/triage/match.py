@@ -3,12 +3,21 @@
 How a message event matches an entry, strongest first:
 
 * ``template``: the line is the entry's message (or an older wording, ``text alias``) with other
-  values in its variable parts (``1.0``); the values are read from those parts;
-* ``words``: most of the message's fixed words occur in the line (``0.9 x`` the share, by length);
-* a bare message (``AssertionError`` and nothing else, or only generic words) matches every entry
-  with that text at ``0.5``; the raising frame then decides: a traceback frame inside the
-  statement that raises it in megatron-core 0.19.2 adds ``0.5``, one inside the named function
-  ``0.25``;
+  values in its variable parts (``1.0``); the values are read from those parts. Values are
+  anything: a number in the entry's message also stands for a shape such as ``[1, 4, 1131]``
+  (``0.95``, the ``loose`` form). A template with a single distinctive word (``<group
+  description> is not initialized``) that the whole line matches scores ``0.92``: an exact
+  template outranks word overlap;
+* ``truncated``: the line is the start of the message, cut off (``0.93``; at least
+  TRUNCATED_MIN characters of it);
+* ``prose``: the line is a message the entry quotes in its text (``Core users get``, older
+  wordings in the Versions bullet) (``0.91``);
+* ``words``: most of the message's fixed words occur in the line (``0.9 x`` the share, by length),
+  unless the two say opposite things about a word they share (``already initialized`` / ``not
+  initialized``, ``must be`` / ``must not be``): such an entry is dropped;
+* a bare message (``AssertionError`` and nothing else) matches every entry with that text at
+  ``0.5``; the raising frame then decides: a traceback frame inside the statement that raises it
+  in megatron-core 0.19.2 adds ``0.5``, one inside the named function ``0.25``;
 * ``frame``: no text in common, but the exception type is the entry's and the traceback passes
   through the statement that raises it (``0.7``).
 
@@ -18,10 +27,104 @@ frames (file and function): ``0.9``.
 
 from __future__ import annotations
 
+import functools
+import re
+
 from . import catalogue
+from .source import message_part
 
 THRESHOLD = 0.5
 GENERIC_WORDS = 2  # a template with fewer distinctive words than this is a bare message
+SHORT_TEMPLATE = 0.92  # a one-word template the whole line matches: above any word overlap (0.9)
+LOOSE, TRUNCATED, PROSE = 0.95, 0.93, 0.91
+TRUNCATED_MIN = 30  # characters of a message a truncated paste must show
+# A variable part in a documented message: a placeholder, an ellipsis, a number, or a list of
+# numbers (a shape) as one value.
+_VAR = re.compile(r"<[^<>\n]*>|…|\.\.\.|[\[(]\s*-?\d[\d.]*(?:\s*,\s*-?\d[\d.]*)*\s*,?\s*[\])]"
+                  r"|(?<![A-Za-z_\d.])-?\d+(?:\.\d+)*(?![\d])")
+# Negation and requirement words flip what a message says about the word after them: "is not
+# initialized" and "must be initialized" both report an uninitialized thing; "already
+# initialized" and "must not be initialized" an initialized one.
+_FLIP = frozenset("not no cannot never without must should needs need required expected expects requires".split())
+_TOKEN = re.compile(r"[a-z_][a-z0-9_]*|[.;:!?]")
+_WINDOW = 3
+
+
+def _truths(text: str) -> dict[str, set[bool]]:
+    """For each word, whether the text states it (True) or its absence (False), per occurrence."""
+    tokens = _TOKEN.findall(text.lower().replace("n't", " not"))
+    out: dict[str, set[bool]] = {}
+    for i, tok in enumerate(tokens):
+        if len(tok) < 4 or tok in _FLIP:
+            continue
+        truth = True
+        for prev in reversed(tokens[max(0, i - _WINDOW):i]):
+            if prev in ".;:!?":
+                break  # another clause
+            if prev in _FLIP:
+                truth = not truth
+        out.setdefault(tok, set()).add(truth)
+    return out
+
+
+def contradicts(a: str, b: str) -> bool:
+    """a and b say opposite things about a word they share (one states it, the other its absence)."""
+    ta, tb = _truths(a), _truths(b)
+    return any(len(ta[w]) == 1 and ta[w] == {not next(iter(tb[w]))} and len(tb[w]) == 1
+               for w in ta.keys() & tb.keys() & (catalogue.words(a) & catalogue.words(b)))
+
+
+def _loose_parts(text: str) -> list[str]:
+    """The message's first line as literal words and None for each variable part (lower case)."""
+    out: list = []
+    pos = 0
+    line = message_part(text.splitlines()[0]).lower()
+    for m in _VAR.finditer(line):
+        out += line[pos:m.start()].split()
+        out.append(None)
+        pos = m.end()
+    out += line[pos:].split()
+    return out
+
+
+def _part_rx(part) -> str:
+    return r"(.+?)" if part is None else re.escape(part)
+
+
+@functools.lru_cache(maxsize=None)
+def loose(text: str) -> tuple[re.Pattern | None, re.Pattern | None, int]:
+    """(whole message, truncated message, fixed characters) regexes of a documented message.
+
+    whole: any value (a shape, a word, a number) for each variable part, any spacing; truncated:
+    the same, but the text may end after any part (nested optional groups).
+    """
+    parts = _loose_parts(text)
+    fixed = sum(len(p) for p in parts if p)
+    if not parts or fixed == 0:
+        return None, None, 0
+    whole = r"\s*".join(_part_rx(p) for p in parts)
+    nested = ""
+    for p in reversed(parts[1:]):
+        nested = rf"(?:\s*{_part_rx(p)}{nested})?"
+    trunc = _part_rx(parts[0]) + nested
+    return re.compile(whole), re.compile(trunc), fixed
+
+
+def _loose_match(text: str, msg_line: str) -> tuple[float, str] | None:
+    whole, trunc, fixed = loose(text)
+    if whole is None:
+        return None
+    body = message_part(msg_line).lower()
+    if whole.search(body):
+        return LOOSE, "template"
+    cut = body.rstrip(".… ")
+    m = trunc.fullmatch(cut) if len(cut) >= TRUNCATED_MIN else None
+    if m is None and " " in cut:  # cut inside a word: the last word is only its start
+        head = cut.rsplit(" ", 1)[0]
+        m = trunc.fullmatch(head) if len(head) >= TRUNCATED_MIN else None
+    if m is not None and fixed >= TRUNCATED_MIN:
+        return TRUNCATED, "truncated"
+    return None
 
 
 def _frame_score(rec: dict, frames: tuple) -> tuple[float, dict | None]:
@@ -59,35 +162,70 @@ def _text_match(rec: dict, line: str, following: tuple, event_words: set):
     for msg in rec["messages"]:
         if msg["kind"] == "symptom" or not msg.get("templates"):
             continue
-        first = msg["templates"][0]
-        rx = catalogue.regex(first["regex"])
-        generic = len(first["words"]) < GENERIC_WORDS
-        m = rx.fullmatch(line) or (None if generic or len(first["words"]) < 3 else rx.search(line))
-        if m:
-            score, how = (0.5 if generic else (1.0 if m.end() - m.start() == len(line) else 0.97)), "template"
-            values = _values(first, m.groups())
-            for extra in msg["templates"][1:]:  # later lines of a multi-line message
-                rx2 = catalogue.regex(extra["regex"])
-                for nxt in following:
-                    m2 = rx2.search(nxt)
-                    if m2:
-                        values.update(_values(extra, m2.groups()))
-                        break
-            cand = (score, how, values, msg)
-        elif not generic and first["words"]:
-            shared = first["words"] & event_words
-            total = sum(map(len, first["words"]))
-            share = sum(map(len, shared)) / total
-            if len(shared) < 3 or share < 0.6:
-                continue
-            if _exc_type(line) and _exc_type(msg["text"]) and _exc_type(line) != _exc_type(msg["text"]):
-                share *= 0.8
-            cand = (round(0.9 * share, 3), "words", {}, msg)
-        else:
-            continue
-        if best is None or cand[0] > best[0]:
+        cand = _one_message(msg, line, following, event_words)
+        if cand is not None and (best is None or cand[0] > best[0]):
             best = cand
+    for quoted in prose(rec):
+        if best is not None and best[0] >= PROSE:
+            break
+        if loose(quoted)[2] >= TRUNCATED_MIN and (_loose_match(quoted, line) or (None, ""))[1] == "template":
+            best = (PROSE, "prose", {}, {"kind": "prose", "text": quoted, "versions": None})
     return best
+
+
+def _one_message(msg: dict, line: str, following: tuple, event_words: set):
+    first = msg["templates"][0]
+    rx = catalogue.regex(first["regex"])
+    bare = not first["words"]
+    generic = len(first["words"]) < GENERIC_WORDS
+    m = rx.fullmatch(line) or (None if generic or len(first["words"]) < 3 else rx.search(line))
+    if m:
+        if bare:
+            score = 0.5
+        elif generic:
+            score = SHORT_TEMPLATE
+        else:
+            score = 1.0 if m.end() - m.start() == len(line) else 0.97
+        values = _values(first, m.groups())
+        for extra in msg["templates"][1:]:  # later lines of a multi-line message
+            rx2 = catalogue.regex(extra["regex"])
+            for nxt in following:
+                m2 = rx2.search(nxt)
+                if m2:
+                    values.update(_values(extra, m2.groups()))
+                    break
+        return score, "template", values, msg
+    if generic or not first["words"]:
+        return None
+    shared = first["words"] & event_words
+    if not shared:
+        return None
+    hit = _loose_match(msg["text"], line)
+    if hit is not None:
+        return hit[0], hit[1], {}, msg
+    total = sum(map(len, first["words"]))
+    share = sum(map(len, shared)) / total
+    if len(shared) < 3 or share < 0.6:
+        return None
+    if contradicts(message_part(line), message_part(msg["text"].splitlines()[0])):
+        return None  # the opposite meaning: never offered as the explanation
+    if _exc_type(line) and _exc_type(msg["text"]) and _exc_type(line) != _exc_type(msg["text"]):
+        share *= 0.8
+    return round(0.9 * share, 3), "words", {}, msg
+
+
+_QUOTE = re.compile(r"`([^`]+)`")
+_QUOTED_MESSAGE = re.compile(r"^(?:(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)|WARNING|ERROR):\s*\S")
+
+
+def prose(rec: dict) -> tuple[str, ...]:
+    """Messages the entry quotes in its fields (``Core users get``, ``Versions``): `Error: ...` spans."""
+    return _prose(rec["id"], tuple(rec["fields"].get(k, "") for k in ("Core users get", "Versions", "Text history")))
+
+
+@functools.lru_cache(maxsize=None)
+def _prose(_eid: str, texts: tuple) -> tuple[str, ...]:
+    return tuple(q for t in texts for q in _QUOTE.findall(t) if _QUOTED_MESSAGE.match(q))
 
 
 def score_message(rec: dict, event) -> dict | None:
@@ -100,7 +238,7 @@ def score_message(rec: dict, event) -> dict | None:
             return {"score": 0.7, "how": "frame", "values": {}, "message": error, "frame": where}
         return None
     score, how, values, msg = text
-    if score == 0.5:  # bare message: the frame decides
+    if score == 0.5 and how == "template":  # bare message: the frame decides
         score += 0.5 * frame
     return {"score": round(min(score, 1.0), 3), "how": how, "values": values, "message": msg, "frame": where,
             "frame_score": frame}
