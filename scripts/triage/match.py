@@ -45,33 +45,47 @@ _VAR = re.compile(r"<[^<>\n]*>|…|\.\.\.|[\[(]\s*-?\d[\d.]*(?:\s*,\s*-?\d[\d.]*
 # Negation and requirement words flip what a message says about the word after them: "is not
 # initialized" and "must be initialized" both report an uninitialized thing; "already
 # initialized" and "must not be initialized" an initialized one.
-_FLIP = frozenset("not no cannot never without must should needs need required expected expects requires".split())
+_FLIP = frozenset("not no non cannot never without must should needs need required expected expects requires".split())
+# A word that is another one's negation: counted as that word, stated absent.
+_ANTONYM = {"invalid": "valid", "unknown": "known", "mismatch": "match", "mismatched": "matched",
+            "unsupported": "supported", "incompatible": "compatible", "inconsistent": "consistent",
+            "conflicts": "agrees", "conflict": "agree", "disabled": "enabled", "uninitialized": "initialized",
+            "unset": "set", "missing": "present", "illegal": "legal", "incorrect": "correct"}
+_FILLER = frozenset("a an the be is are was were been being to of also".split())
 _TOKEN = re.compile(r"[a-z_][a-z0-9_]*|[.;:!?]")
-_WINDOW = 3
+_WINDOW = 3  # words (fillers not counted) before a word that a negation or requirement reaches
+_NEGATORS = r"(?:not|no|non|never|cannot|without|unsupported)"
 
 
-def _truths(text: str) -> dict[str, set[bool]]:
+def _truths(text: str) -> dict[str, list[bool]]:
     """For each word, whether the text states it (True) or its absence (False), per occurrence."""
     tokens = _TOKEN.findall(text.lower().replace("n't", " not"))
-    out: dict[str, set[bool]] = {}
+    out: dict[str, list[bool]] = {}
     for i, tok in enumerate(tokens):
-        if len(tok) < 4 or tok in _FLIP:
+        if len(tok) < 3 or tok in _FLIP or tok in _FILLER or tok in ".;:!?":
             continue
-        truth = True
-        for prev in reversed(tokens[max(0, i - _WINDOW):i]):
-            if prev in ".;:!?":
-                break  # another clause
+        truth, seen = tok not in _ANTONYM, 0
+        for prev in reversed(tokens[:i]):
+            if prev in ".;:!?" or seen == _WINDOW:
+                break  # another clause, or too far
             if prev in _FLIP:
                 truth = not truth
-        out.setdefault(tok, set()).add(truth)
+            if prev not in _FILLER:
+                seen += 1
+        out.setdefault(_ANTONYM.get(tok, tok), []).append(truth)
     return out
 
 
 def contradicts(a: str, b: str) -> bool:
-    """a and b say opposite things about a word they share (one states it, the other its absence)."""
+    """a and b say opposite things about a word they share (one states it, the other its absence):
+    the word's occurrences disagree one by one, or, when it occurs a different number of times,
+    its last occurrences do."""
     ta, tb = _truths(a), _truths(b)
-    return any(len(ta[w]) == 1 and ta[w] == {not next(iter(tb[w]))} and len(tb[w]) == 1
-               for w in ta.keys() & tb.keys() & (catalogue.words(a) & catalogue.words(b)))
+    for w in ta.keys() & tb.keys():
+        x, y = ta[w], tb[w]
+        if (x != y) if len(x) == len(y) else (x[-1] != y[-1]):
+            return True
+    return False
 
 
 def _loose_parts(text: str) -> list[str]:
@@ -88,42 +102,53 @@ def _loose_parts(text: str) -> list[str]:
 
 
 def _part_rx(part) -> str:
-    return r"(.+?)" if part is None else re.escape(part)
+    # A value never swallows a negation: "topk is not 16" is not "topk is <n>".
+    return rf"((?:(?!\b{_NEGATORS}\b).)+?)" if part is None else re.escape(part)
 
 
 @functools.lru_cache(maxsize=None)
-def loose(text: str) -> tuple[re.Pattern | None, re.Pattern | None, int]:
-    """(whole message, truncated message, fixed characters) regexes of a documented message.
+def loose(text: str) -> tuple[re.Pattern | None, tuple, int]:
+    """(whole message, truncated forms, fixed characters) of a documented message.
 
     whole: any value (a shape, a word, a number) for each variable part, any spacing; truncated:
-    the same, but the text may end after any part (nested optional groups).
+    the message cut after each of its literal words, longest first, as long as the part kept
+    has TRUNCATED_MIN fixed characters and half of the message's (a cut inside a value says
+    nothing about the rest).
     """
     parts = _loose_parts(text)
     fixed = sum(len(p) for p in parts if p)
     if not parts or fixed == 0:
-        return None, None, 0
-    whole = r"\s*".join(_part_rx(p) for p in parts)
-    nested = ""
-    for p in reversed(parts[1:]):
-        nested = rf"(?:\s*{_part_rx(p)}{nested})?"
-    trunc = _part_rx(parts[0]) + nested
-    return re.compile(whole), re.compile(trunc), fixed
+        return None, (), 0
+    whole = re.compile(r"\s*".join(_part_rx(p) for p in parts))
+    cuts, kept = [], 0
+    for k, p in enumerate(parts[:-1], 1):
+        kept += len(p) if p else 0
+        if p is not None and kept >= TRUNCATED_MIN and kept >= fixed / 2:
+            cuts.append(k)
+    return whole, tuple(reversed(cuts)), fixed
+
+
+@functools.lru_cache(maxsize=None)
+def _prefix_rx(text: str, k: int) -> re.Pattern:
+    parts = _loose_parts(text)[:k]
+    return re.compile(r"\s*".join(_part_rx(p) for p in parts[:-1]) + r"\s*" + re.escape(parts[-1]))
 
 
 def _loose_match(text: str, msg_line: str) -> tuple[float, str] | None:
-    whole, trunc, fixed = loose(text)
+    whole, cuts, fixed = loose(text)
     if whole is None:
         return None
     body = message_part(msg_line).lower()
     if whole.search(body):
         return LOOSE, "template"
     cut = body.rstrip(".… ")
-    m = trunc.fullmatch(cut) if len(cut) >= TRUNCATED_MIN else None
-    if m is None and " " in cut:  # cut inside a word: the last word is only its start
-        head = cut.rsplit(" ", 1)[0]
-        m = trunc.fullmatch(head) if len(head) >= TRUNCATED_MIN else None
-    if m is not None and fixed >= TRUNCATED_MIN:
-        return TRUNCATED, "truncated"
+    if len(cut) < TRUNCATED_MIN or not cuts:
+        return None
+    head = cut.rsplit(" ", 1)[0] if " " in cut else cut  # cut inside a word: its start is not a word
+    for k in cuts:
+        rx = _prefix_rx(text, k)
+        if rx.fullmatch(cut) or rx.fullmatch(head):
+            return TRUNCATED, "truncated"
     return None
 
 
@@ -168,7 +193,8 @@ def _text_match(rec: dict, line: str, following: tuple, event_words: set):
     for quoted in prose(rec):
         if best is not None and best[0] >= PROSE:
             break
-        if loose(quoted)[2] >= TRUNCATED_MIN and (_loose_match(quoted, line) or (None, ""))[1] == "template":
+        if loose(quoted)[2] >= TRUNCATED_MIN and not contradicts(message_part(line), message_part(quoted)) \
+                and (_loose_match(quoted, line) or (None, ""))[1] == "template":
             best = (PROSE, "prose", {}, {"kind": "prose", "text": quoted, "versions": None})
     return best
 
@@ -200,6 +226,9 @@ def _one_message(msg: dict, line: str, following: tuple, event_words: set):
     shared = first["words"] & event_words
     if not shared:
         return None
+    # Beyond the exact template, a message that says the opposite is never offered.
+    if contradicts(message_part(line), message_part(msg["text"].splitlines()[0])):
+        return None
     hit = _loose_match(msg["text"], line)
     if hit is not None:
         return hit[0], hit[1], {}, msg
@@ -207,8 +236,6 @@ def _one_message(msg: dict, line: str, following: tuple, event_words: set):
     share = sum(map(len, shared)) / total
     if len(shared) < 3 or share < 0.6:
         return None
-    if contradicts(message_part(line), message_part(msg["text"].splitlines()[0])):
-        return None  # the opposite meaning: never offered as the explanation
     if _exc_type(line) and _exc_type(msg["text"]) and _exc_type(line) != _exc_type(msg["text"]):
         share *= 0.8
     return round(0.9 * share, 3), "words", {}, msg
