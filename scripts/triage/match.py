@@ -6,7 +6,7 @@ How a message event matches an entry, strongest first:
   values in its variable parts (``1.0``); the values are read from those parts. Values are
   anything: a number in the entry's message also stands for a shape such as ``[1, 4, 1131]``
   (``0.95``, the ``loose`` form). A template with a single distinctive word (``<group
-  description> is not initialized``) that the whole line matches scores ``0.92``: an exact
+  description> is not initialized``) that the whole line matches scores ``0.94``: an exact
   template outranks word overlap;
 * ``truncated``: the line is the start of the message, cut off (``0.93``; at least
   TRUNCATED_MIN characters of it);
@@ -35,9 +35,10 @@ from .source import message_part
 
 THRESHOLD = 0.5
 GENERIC_WORDS = 2  # a template with fewer distinctive words than this is a bare message
-SHORT_TEMPLATE = 0.92  # a one-word template the whole line matches: above any word overlap (0.9)
+SHORT_TEMPLATE = 0.94  # a one-word template the whole line matches: above truncations and word overlap
 LOOSE, TRUNCATED, PROSE = 0.95, 0.93, 0.91
-TRUNCATED_MIN = 30  # characters of a message a truncated paste must show
+TRUNCATED_MIN = 16  # fixed characters of a message a truncated paste must show ...
+TRUNCATED_SHARE = 0.3  # ... and this share of them (the paste must be exactly the message's start)
 # A variable part in a documented message: a placeholder, an ellipsis, a number, or a list of
 # numbers (a shape) as one value.
 _VAR = re.compile(r"<[^<>\n]*>|…|\.\.\.|[\[(]\s*-?\d[\d.]*(?:\s*,\s*-?\d[\d.]*)*\s*,?\s*[\])]"
@@ -45,64 +46,76 @@ _VAR = re.compile(r"<[^<>\n]*>|…|\.\.\.|[\[(]\s*-?\d[\d.]*(?:\s*,\s*-?\d[\d.]*
 # Negation and requirement words flip what a message says about the word after them: "is not
 # initialized" and "must be initialized" both report an uninitialized thing; "already
 # initialized" and "must not be initialized" an initialized one.
-_FLIP = frozenset("not no non cannot never without must should needs need required expected expects requires".split())
+_FLIP = frozenset("not no non cannot never without must should needs need require requires required expected "
+                  "expects".split())
 # A word that is another one's negation: counted as that word, stated absent.
 _ANTONYM = {"invalid": "valid", "unknown": "known", "mismatch": "match", "mismatched": "matched",
             "unsupported": "supported", "incompatible": "compatible", "inconsistent": "consistent",
             "conflicts": "agrees", "conflict": "agree", "disabled": "enabled", "uninitialized": "initialized",
             "unset": "set", "missing": "present", "illegal": "legal", "incorrect": "correct"}
 _FILLER = frozenset("a an the be is are was were been being to of also".split())
-_TOKEN = re.compile(r"[a-z_][a-z0-9_]*|[.;:!?]")
-_WINDOW = 3  # words (fillers not counted) before a word that a negation or requirement reaches
+_TOKEN = re.compile(r"[a-z0-9_]+|[.;:!?]")
 _NEGATORS = r"(?:not|no|non|never|cannot|without|unsupported)"
 
 
+def _filler(tok: str) -> bool:
+    return tok in _FILLER or any(c.isdigit() for c in tok)  # a value ("2d", "16") is not a word
+
+
 def _truths(text: str) -> dict[str, list[bool]]:
-    """For each word, whether the text states it (True) or its absence (False), per occurrence."""
+    """For each word, whether the text states it (True) or its absence (False), per occurrence.
+
+    A word is negated by the negation and requirement words right before it (fillers such as
+    "be", "a" between them): "is not initialized", "must be divisible", "must not be set".
+    """
     tokens = _TOKEN.findall(text.lower().replace("n't", " not"))
     out: dict[str, list[bool]] = {}
     for i, tok in enumerate(tokens):
-        if len(tok) < 3 or tok in _FLIP or tok in _FILLER or tok in ".;:!?":
+        if len(tok) < 3 or tok in _FLIP or _filler(tok) or tok in ".;:!?":
             continue
-        truth, seen = tok not in _ANTONYM, 0
+        truth = tok not in _ANTONYM
         for prev in reversed(tokens[:i]):
-            if prev in ".;:!?" or seen == _WINDOW:
-                break  # another clause, or too far
             if prev in _FLIP:
                 truth = not truth
-            if prev not in _FILLER:
-                seen += 1
+            elif not _filler(prev):
+                break  # another word: the negation does not reach past it
         out.setdefault(_ANTONYM.get(tok, tok), []).append(truth)
     return out
 
 
 def contradicts(a: str, b: str) -> bool:
-    """a and b say opposite things about a word they share (one states it, the other its absence):
-    the word's occurrences disagree one by one, or, when it occurs a different number of times,
-    its last occurrences do."""
+    """a and b say opposite things about a word they share (one states it, the other its absence),
+    occurrence by occurrence in order (a truncated text has fewer occurrences)."""
     ta, tb = _truths(a), _truths(b)
     for w in ta.keys() & tb.keys():
-        x, y = ta[w], tb[w]
-        if (x != y) if len(x) == len(y) else (x[-1] != y[-1]):
+        n = min(len(ta[w]), len(tb[w]))
+        if ta[w][:n] != tb[w][:n]:
             return True
     return False
 
 
-def _loose_parts(text: str) -> list[str]:
-    """The message's first line as literal words and None for each variable part (lower case)."""
+NUMBER = "#"  # a variable part that is a number in the documented message: a number or a shape here
+
+
+@functools.lru_cache(maxsize=None)
+def _loose_parts(text: str) -> tuple:
+    """The message's first line as literal words, NUMBER for each number (or list of numbers) and
+    None for each other variable part (lower case)."""
     out: list = []
     pos = 0
     line = message_part(text.splitlines()[0]).lower()
     for m in _VAR.finditer(line):
         out += line[pos:m.start()].split()
-        out.append(None)
+        out.append(None if m.group(0)[0] in "<…." else NUMBER)
         pos = m.end()
     out += line[pos:].split()
-    return out
+    return tuple(out)
 
 
 def _part_rx(part) -> str:
-    # A value never swallows a negation: "topk is not 16" is not "topk is <n>".
+    if part is NUMBER:  # 8, -1, 0.5, (4, 2), [1, 4, 1131], torch.Size([1, 4])
+        return r"([\[(]*-?\d[\d.]*(?:\s*,\s*-?\d[\d.]*)*\s*,?[\])]*)"
+    # Any other value never swallows a negation: "topk is not 16" is not "topk is <n>".
     return rf"((?:(?!\b{_NEGATORS}\b).)+?)" if part is None else re.escape(part)
 
 
@@ -110,28 +123,32 @@ def _part_rx(part) -> str:
 def loose(text: str) -> tuple[re.Pattern | None, tuple, int]:
     """(whole message, truncated forms, fixed characters) of a documented message.
 
-    whole: any value (a shape, a word, a number) for each variable part, any spacing; truncated:
-    the message cut after each of its literal words, longest first, as long as the part kept
-    has TRUNCATED_MIN fixed characters and half of the message's (a cut inside a value says
-    nothing about the rest).
+    whole: a number or a shape for each number, any other value (never a negation) for each
+    other variable part, any spacing; truncated: (k, fixed characters kept) for the message cut
+    after each of its literal words or numbers, longest first. A truncated paste must keep
+    TRUNCATED_MIN fixed characters and TRUNCATED_SHARE of the message's (_enough).
     """
     parts = _loose_parts(text)
-    fixed = sum(len(p) for p in parts if p)
+    fixed = sum(len(p) for p in parts if p and p is not NUMBER)
     if not parts or fixed == 0:
         return None, (), 0
     whole = re.compile(r"\s*".join(_part_rx(p) for p in parts))
     cuts, kept = [], 0
     for k, p in enumerate(parts[:-1], 1):
-        kept += len(p) if p else 0
-        if p is not None and kept >= TRUNCATED_MIN and kept >= fixed / 2:
-            cuts.append(k)
+        kept += len(p) if p and p is not NUMBER else 0
+        if p is not None:
+            cuts.append((k, kept))
     return whole, tuple(reversed(cuts)), fixed
+
+
+def _enough(kept: int, fixed: int) -> bool:
+    return kept >= TRUNCATED_MIN and kept >= TRUNCATED_SHARE * fixed
 
 
 @functools.lru_cache(maxsize=None)
 def _prefix_rx(text: str, k: int) -> re.Pattern:
     parts = _loose_parts(text)[:k]
-    return re.compile(r"\s*".join(_part_rx(p) for p in parts[:-1]) + r"\s*" + re.escape(parts[-1]))
+    return re.compile(r"\s*".join(_part_rx(p) for p in parts))
 
 
 def _loose_match(text: str, msg_line: str) -> tuple[float, str] | None:
@@ -144,10 +161,15 @@ def _loose_match(text: str, msg_line: str) -> tuple[float, str] | None:
     cut = body.rstrip(".… ")
     if len(cut) < TRUNCATED_MIN or not cuts:
         return None
-    head = cut.rsplit(" ", 1)[0] if " " in cut else cut  # cut inside a word: its start is not a word
-    for k in cuts:
-        rx = _prefix_rx(text, k)
-        if rx.fullmatch(cut) or rx.fullmatch(head):
+    head, _, partial = cut.rpartition(" ")
+    parts = _loose_parts(text)
+    for k, kept in cuts:
+        if _enough(kept, fixed) and _prefix_rx(text, k).fullmatch(cut):
+            return TRUNCATED, "truncated"
+        # Cut inside a word: the paste's last word is the start of the message's next word.
+        nxt = parts[k] if k < len(parts) else None
+        if head and isinstance(nxt, str) and nxt is not NUMBER and nxt.startswith(partial) and \
+                _enough(kept + len(partial), fixed) and _prefix_rx(text, k).fullmatch(head):
             return TRUNCATED, "truncated"
     return None
 
