@@ -97,7 +97,7 @@ def check_history(version: str, m: dict) -> list[dict]:
     for step in (-1, 1):
         cur, j = m, i + step
         while 0 <= j < len(RELEASES):
-            nxt = _same_check(cur, load(RELEASES[j]).messages())
+            nxt = _same_check(cur, _messages_of(RELEASES[j]))
             if nxt is None:
                 break
             found[RELEASES[j]] = cur = nxt
@@ -127,16 +127,59 @@ TRUNCATED_MIN = 25  # ... and at least this many fixed characters
 class Template:
     """One fixed text ("{}" for each variable part) and every place that prints it, per release."""
 
-    __slots__ = ("text", "parts", "fixed", "sites")
+    __slots__ = ("text", "parts", "fixed", "raw")
 
     def __init__(self, text: str):
         self.text = text
         self.parts = [p.strip() for p in text.split("{}")]
         self.fixed = sum(len(p) for p in self.parts)
-        self.sites: dict[str, list[dict]] = {}
+        self.raw: dict[str, list[list]] = {}  # release -> index records (read as dicts by sites)
 
     def releases(self) -> tuple[str, ...]:
-        return tuple(v for v in RELEASES if v in self.sites)
+        return tuple(v for v in RELEASES if v in self.raw)
+
+    @property
+    def sites(self) -> dict[str, list[dict]]:
+        """{release: [site, ...]}: each site as Release.message_sites gives it."""
+        return {v: [_site(r) for r in recs] for v, recs in self.raw.items()}
+
+
+def _site(r: list) -> dict:
+    return {"kind": r[0], "exc": r[1], "text": r[2], "file": r[3], "function": r[4], "line": r[5],
+            "condition": r[6] if len(r) > 6 else "", "fields": r[7] if len(r) > 7 else [],
+            "flags": r[8] if len(r) > 8 else []}
+
+
+@functools.lru_cache(maxsize=None)
+def _messages_of(version: str) -> list[dict]:
+    """Release.messages() of a release, from the message records alone (no full decode)."""
+    return [{"kind": r[0], "exc": r[1], "text": r[2], "file": r[3], "function": r[4], "line": r[5]}
+            for r in _message_records(version)]
+
+
+@functools.lru_cache(maxsize=None)
+def _message_records(version: str) -> list[list]:
+    """The release's message records, read without decoding the rest of its file.
+
+    data.dumps writes sorted keys without spaces, so the list is the bytes between
+    '"messages":' and '],"modules":{' (that sequence cannot occur inside a JSON string, whose
+    quotes are escaped). Any surprise falls back to reading the whole release.
+    """
+    import gzip
+    import json
+
+    from . import data
+
+    path = data.release_file(version)
+    try:
+        raw = gzip.decompress(path.read_bytes())
+        start = raw.index(b'"messages":[') + len(b'"messages":')
+        end = raw.index(b'],"modules":{', start) + 1
+        if b'"schema":%d,' % data.SCHEMA not in raw[end:]:
+            raise ValueError("schema")
+        return json.loads(raw[start:end])
+    except (OSError, ValueError):
+        return load(version)._raw["messages"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -147,13 +190,21 @@ def templates() -> tuple[list[Template], dict[str, list[int]]]:
     line selects only the templates that share a distinctive word with it.
     """
     by_text: dict[str, Template] = {}
+    by_raw: dict[str, Template] = {}  # most texts recur unchanged across releases: normalize each once
     for v in RELEASES:
-        for site in load(v).message_sites():
-            key = _norm(site["text"])
-            t = by_text.get(key)
+        for rec in _message_records(v):
+            t = by_raw.get(rec[2])
             if t is None:
-                t = by_text[key] = Template(key)
-            t.sites.setdefault(v, []).append(site)
+                key = _norm(rec[2])
+                t = by_text.get(key)
+                if t is None:
+                    t = by_text[key] = Template(key)
+                by_raw[rec[2]] = t
+            recs = t.raw.get(v)
+            if recs is None:
+                t.raw[v] = [rec]
+            else:
+                recs.append(rec)
     out = [t for t in by_text.values() if t.fixed >= MIN_FIXED]
     words = [set(_WORD.findall(" ".join(t.parts).lower())) for t in out]
     df: dict[str, int] = {}

@@ -97,7 +97,7 @@ def contradicts(a: str, b: str) -> bool:
 NUMBER = "#"  # a variable part that is a number in the documented message: a number or a shape here
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=8192)
 def _loose_parts(text: str) -> tuple:
     """The message's first line as literal words, NUMBER for each number (or list of numbers) and
     None for each other variable part (lower case)."""
@@ -141,6 +141,14 @@ def loose(text: str) -> tuple[re.Pattern | None, tuple, int]:
     return whole, tuple(reversed(cuts)), fixed
 
 
+def _same_start(text: str, line: str) -> bool:
+    """The line starts with the message's first two literal words (a truncated paste may share
+    few of its words)."""
+    want = [p for p in _loose_parts(text) if p and p is not NUMBER][:2]
+    got = [p for p in _loose_parts(line) if p and p is not NUMBER][:2]
+    return len(want) == 2 and want == got
+
+
 def _enough(kept: int, fixed: int) -> bool:
     return kept >= TRUNCATED_MIN and kept >= TRUNCATED_SHARE * fixed
 
@@ -159,7 +167,7 @@ def _loose_match(text: str, msg_line: str) -> tuple[float, str] | None:
     if whole.search(body):
         return LOOSE, "template"
     cut = body.rstrip(".… ")
-    if len(cut) < TRUNCATED_MIN or not cuts:
+    if len(cut) < TRUNCATED_MIN or not cuts or not _same_start(text, msg_line):
         return None
     head, _, partial = cut.rpartition(" ")
     parts = _loose_parts(text)
@@ -246,16 +254,16 @@ def _one_message(msg: dict, line: str, following: tuple, event_words: set):
     if generic or not first["words"]:
         return None
     shared = first["words"] & event_words
-    if not shared:
-        return None
+    total = sum(map(len, first["words"]))
+    share = sum(map(len, shared)) / total
+    if share < TRUNCATED_SHARE and not _same_start(msg["text"], line):
+        return None  # too little in common for any looser reading (and its regexes are not built)
     # Beyond the exact template, a message that says the opposite is never offered.
     if contradicts(message_part(line), message_part(msg["text"].splitlines()[0])):
         return None
     hit = _loose_match(msg["text"], line)
     if hit is not None:
         return hit[0], hit[1], {}, msg
-    total = sum(map(len, first["words"]))
-    share = sum(map(len, shared)) / total
     if len(shared) < 3 or share < 0.6:
         return None
     if _exc_type(line) and _exc_type(msg["text"]) and _exc_type(line) != _exc_type(msg["text"]):

@@ -80,17 +80,17 @@ def explain(event, release: str | None) -> dict | None:
 
 def _block(t: rm.Template, score: float, how: str, exc: str, frames: tuple, rel: str, hits: list) -> dict:
     releases = t.releases()
-    here = rel in t.sites
+    here = rel in t.raw
     at = rel if here else releases[-1]
-    ranked = _rank_sites(t.sites[at], exc, frames)
+    ranked = _rank_sites([rm._site(r) for r in t.raw[at]], exc, frames)
     site = ranked[0]
     note = "" if here else (f"your release {rel} does not print this text; it is printed in "
                             f"{_spans(releases)} (the site shown is {at}'s)")
     # The wording of another release: the less specific text your release prints, when one matches too.
-    mine = None if here else next((h for h in hits if h[1] == 1.0 and rel in h[0].sites), None)
+    mine = None if here else next((h for h in hits if h[1] == 1.0 and rel in h[0].raw), None)
     yours = None
     if mine is not None:
-        s = _rank_sites(mine[0].sites[rel], exc, frames)[0]
+        s = _rank_sites([rm._site(r) for r in mine[0].raw[rel]], exc, frames)[0]
         yours = {"file": s["file"], "function": s["function"], "line": s["line"], "text": mine[0].text,
                  "condition": s["condition"], "fields": s["fields"], "flags": s["flags"]}
         note += f"; in {rel} the same line is printed by {s['file']}:{s['line']} ({s['function']}): {mine[0].text}"
@@ -125,5 +125,5 @@ def history(block: dict) -> list[dict]:
 
 
 def _sites_at(block: dict) -> list[dict]:
-    return [s for s in rm.load(block["release"]).messages()
+    return [s for s in rm._messages_of(block["release"])
             if s["file"] == block["file"] and s["function"] == block["function"]]
