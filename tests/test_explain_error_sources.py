@@ -29,7 +29,7 @@ from triage import source  # noqa: E402
 PER_RELEASE = 40  # 8 releases x 40 = 320 messages
 # Values as Megatron's f-strings print them: numbers, a shape, a dtype, a quoted choice, a path ...
 VALUES = ("8", "[1, 4, 1131]", "torch.bfloat16", "'selective'", "0.5", "None", "(4, 2)",
-          "/tmp/ckpt/iter_0000100", "True", "decoder.layers.3.mlp")
+          "ckpt/iter_0000100", "True", "decoder.layers.3.mlp")
 
 
 def _fill(text: str, rng: random.Random) -> str:
@@ -76,7 +76,7 @@ def _printed(site: dict, filled: str) -> tuple[str, list]:
     if site["kind"] in ("raise", "assert"):
         return f"{exc}: {filled}", [(site["file"], site["line"], func)]
     if site["kind"] == "warn":
-        return f"/usr/local/lib/python3.12/site-packages/{site['file']}:{site['line']}: {exc}: {filled}", []
+        return f"venv/lib/python3.12/site-packages/{site['file']}:{site['line']}: {exc}: {filled}", []
     module = site["file"][:-3].replace("/", ".")
     return f"WARNING:{module}:{filled}", []
 
