@@ -154,3 +154,26 @@ def test_catalogue_messages_keep_their_entry_first_with_the_site_beside_it():
         assert first["matches"][0]["id"] == eid
         with_site += first["source"] is not None
     assert with_site >= 50  # most documented messages are Megatron's own text
+
+
+def test_a_catalogue_entry_comes_before_a_bare_raise_site():
+    # The raise-site-only message is printed first; the entry's problem is still listed first.
+    log = tl.multi_rank_log("AssertionError: mismatch in target masking the conversation [1, 2]", ranks=(1,)) + \
+        tl.multi_rank_log("ValueError: num_attention_heads (6) must be a multiple of tensor_model_parallel_size (4).",
+                          ranks=(2,))
+    result = triage.match_log(log, megatron_version="0.19.2")
+    assert [bool(p["matches"]) for p in result["problems"]] == [True, False]
+    assert result["problems"][0]["matches"][0]["id"] == "TP-01"
+    assert result["problems"][1]["source"]["function"] == "SFTTokenizer.tokenize_conversation"
+
+
+def test_the_script_prints_the_site_and_exits_0_for_a_message_with_no_entry():
+    import subprocess
+
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "explain_error.py"), "--megatron-version", "0.19.2"],
+                       input=b"[rank0]: AssertionError: mismatch in target masking the conversation [1, 2]\n",
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode()
+    assert "no catalogue entry; Megatron prints it at megatron/core/tokenizers/text/libraries/sft_tokenizer.py:" in out
+    assert "when: " in out and "No catalogue entry matches this log." in out
