@@ -89,15 +89,20 @@ def message_history(text: str) -> list[dict]:
     return check_history(*anchor)
 
 
-def check_history(version: str, m: dict) -> list[dict]:
+def check_history(version: str, m: dict, fast: bool = False) -> list[dict]:
     """The wordings of the check m (a message of release version) across the indexed releases,
-    oldest first, as message_history gives them."""
+    oldest first, as message_history gives them. fast: a release that prints the same text is
+    taken to carry the same check without reading its messages (its file and function are then
+    m's); only releases with another text are read."""
     found = {version: m}
     i = RELEASES.index(version)
     for step in (-1, 1):
         cur, j = m, i + step
         while 0 <= j < len(RELEASES):
-            nxt = _same_check(cur, _messages_of(RELEASES[j]))
+            if fast and prints(RELEASES[j], cur["text"]):
+                nxt = cur
+            else:
+                nxt = _same_check(cur, _messages_of(RELEASES[j]))
             if nxt is None:
                 break
             found[RELEASES[j]] = cur = nxt
@@ -158,40 +163,67 @@ def _messages_of(version: str) -> list[dict]:
 
 
 @functools.lru_cache(maxsize=None)
-def _message_records(version: str) -> list[list]:
-    """The release's message records, read without decoding the rest of its file.
+def _message_bytes(version: str) -> bytes | None:
+    """The JSON text of a release's message list, cut from its file without decoding the rest.
 
     data.dumps writes sorted keys without spaces, so the list is the bytes between
     '"messages":' and '],"modules":{' (that sequence cannot occur inside a JSON string, whose
-    quotes are escaped). Any surprise falls back to reading the whole release.
+    quotes are escaped). None on any surprise (the callers then read the whole release).
     """
     import gzip
-    import json
 
     from . import data
 
-    path = data.release_file(version)
     try:
-        raw = gzip.decompress(path.read_bytes())
+        raw = gzip.decompress(data.release_file(version).read_bytes())
         start = raw.index(b'"messages":[') + len(b'"messages":')
         end = raw.index(b'],"modules":{', start) + 1
         if b'"schema":%d,' % data.SCHEMA not in raw[end:]:
-            raise ValueError("schema")
-        return json.loads(raw[start:end])
+            return None
+        return raw[start:end]
     except (OSError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def _message_records(version: str) -> list[list]:
+    """The release's message records (as the index stores them), read from _message_bytes."""
+    import json
+
+    text = _message_bytes(version)
+    try:
+        return json.loads(text) if text is not None else load(version)._raw["messages"]
+    except ValueError:
         return load(version)._raw["messages"]
 
 
-@functools.lru_cache(maxsize=1)
-def templates() -> tuple[list[Template], dict[str, list[int]]]:
-    """Every distinct message text of every indexed release, and an index word -> templates.
+def prints(version: str, text: str) -> bool:
+    """Whether a release has a message with exactly this fixed text (a byte search, no decoding)."""
+    import json
+
+    found = _message_bytes(version)
+    if found is None:
+        return any(r[2] == text for r in _message_records(version))
+    return json.dumps(text, ensure_ascii=False).encode("utf-8") in found
+
+
+def releases_printing(t: "Template") -> tuple[str, ...]:
+    """Every indexed release that prints t's text (in any of the spellings t was built from)."""
+    texts = {r[2] for recs in t.raw.values() for r in recs}
+    return tuple(v for v in RELEASES if v in t.raw or any(prints(v, x) for x in texts))
+
+
+@functools.lru_cache(maxsize=4)
+def templates(versions: tuple[str, ...] = RELEASES) -> tuple[list[Template], dict[str, list[int]]]:
+    """Every distinct message text of these releases (all indexed ones by default), and an index
+    word -> templates.
 
     A template is listed under each of its words that fewer than COMMON templates share, so a
     line selects only the templates that share a distinctive word with it.
     """
     by_text: dict[str, Template] = {}
     by_raw: dict[str, Template] = {}  # most texts recur unchanged across releases: normalize each once
-    for v in RELEASES:
+    for v in versions:
         for rec in _message_records(v):
             t = by_raw.get(rec[2])
             if t is None:
@@ -236,17 +268,18 @@ def locate(t: Template, text: str) -> tuple[int, int, int] | None:
     return None if start is None else (found, start, pos)
 
 
-def match_printed(line: str, more: str = "") -> list[tuple[Template, float, str]]:
+def match_printed(line: str, more: str = "", versions: tuple[str, ...] = RELEASES) -> list[tuple[Template, float, str]]:
     """Templates whose message is printed in line (continued by more: the lines after it), best first.
 
     Each hit is (template, score, how): "template" (every fixed part in order, 1.0) or "truncated"
     (the line ends before the template does: the share of fixed text found, counted only when it
     is at least TRUNCATED_SHARE and TRUNCATED_MIN characters). The most specific (most fixed text)
-    first among equal scores.
+    first among equal scores. versions: the releases whose messages are looked at (each hit's
+    template knows only those; releases_printing finds the others).
     """
     line = _norm(line)
     whole = _norm(line + " " + more) if more else line
-    temps, index = templates()
+    temps, index = templates(versions)
     cands: set[int] = set()
     for w in set(_WORD.findall(whole.lower())):
         cands.update(index.get(w, ()))

@@ -68,18 +68,25 @@ def explain(event, release: str | None) -> dict | None:
     msg = message_part(line)
     if not msg:
         return None
-    hits = rm.match_printed(line, " ".join(event.following))
+    more = " ".join(event.following)
     exc = _exc_of(line)
     rel = indexed(release)
-    for t, score, how in hits:
-        if t.fixed < MIN_FIXED_ALONE and t.fixed / max(len(msg), 1) < MIN_COVER:
-            continue  # a short text inside a long line: a coincidence, not the message
-        return _block(t, score, how, exc, event.frames, rel, hits)
+    # The user's release first (one file read); the others only for a line it does not place.
+    lead = line[: len(line) - len(msg)]
+    worth = bool(exc) or "megatron" in lead or any("megatron/" in f[0] for f in event.frames)
+    for versions in ((rel,), RELEASES):
+        if versions == RELEASES and not worth:
+            break  # reading every release is for exceptions, warnings and Megatron's own log lines
+        hits = rm.match_printed(line, more, versions)
+        for t, score, how in hits:
+            if t.fixed < MIN_FIXED_ALONE and t.fixed / max(len(msg), 1) < MIN_COVER:
+                continue  # a short text inside a long line: a coincidence, not the message
+            return _block(t, score, how, exc, event.frames, rel, hits)
     return None
 
 
 def _block(t: rm.Template, score: float, how: str, exc: str, frames: tuple, rel: str, hits: list) -> dict:
-    releases = t.releases()
+    releases = rm.releases_printing(t)
     here = rel in t.raw
     at = rel if here else releases[-1]
     ranked = _rank_sites([rm._site(r) for r in t.raw[at]], exc, frames)
@@ -121,7 +128,8 @@ def history(block: dict) -> list[dict]:
     """The wordings of the check at this site across releases (release_index.check_history), oldest first."""
     site = {k: block[k] for k in ("kind", "exc", "file", "function", "line")}
     site["text"] = next((s["text"] for s in _sites_at(block) if s["line"] == block["line"]), block["text"])
-    return [{"versions": r["versions"], "text": r["text"]} for r in rm.check_history(block["release"], site)]
+    return [{"versions": r["versions"], "text": r["text"]}
+            for r in rm.check_history(block["release"], site, fast=True)]
 
 
 def _sites_at(block: dict) -> list[dict]:
