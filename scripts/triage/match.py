@@ -11,7 +11,7 @@ How a message event matches an entry, strongest first:
 * ``truncated``: the line is the start of the message, cut off (``0.93``; at least
   TRUNCATED_MIN characters of it);
 * ``prose``: the line is a message the entry quotes in its text (``Core users get``, older
-  wordings in the Versions bullet) (``0.91``);
+  wordings in the Versions bullet) with at least PROSE_MIN fixed characters (``0.91``);
 * ``words``: most of the message's fixed words occur in the line (``0.9 x`` the share, by length),
   unless the two say opposite things about a word they share (``already initialized`` / ``not
   initialized``, ``must be`` / ``must not be``): such an entry is dropped;
@@ -37,6 +37,7 @@ THRESHOLD = 0.5
 GENERIC_WORDS = 2  # a template with fewer distinctive words than this is a bare message
 SHORT_TEMPLATE = 0.94  # a one-word template the whole line matches: above truncations and word overlap
 LOOSE, TRUNCATED, PROSE = 0.95, 0.93, 0.91
+PROSE_MIN = 40  # fixed characters of a quote in prose (a generic torch error is quoted with fewer)
 TRUNCATED_MIN = 16  # fixed characters of a message a truncated paste must show ...
 TRUNCATED_SHARE = 0.3  # ... and this share of them (the paste must be exactly the message's start)
 # A variable part in a documented message: a placeholder, an ellipsis, a number, or a list of
@@ -223,7 +224,7 @@ def _text_match(rec: dict, line: str, following: tuple, event_words: set):
     for quoted in prose(rec):
         if best is not None and best[0] >= PROSE:
             break
-        if loose(quoted)[2] >= TRUNCATED_MIN and not contradicts(message_part(line), message_part(quoted)) \
+        if loose(quoted)[2] >= PROSE_MIN and not contradicts(message_part(line), message_part(quoted)) \
                 and (_loose_match(quoted, line) or (None, ""))[1] == "template":
             best = (PROSE, "prose", {}, {"kind": "prose", "text": quoted, "versions": None})
     return best
