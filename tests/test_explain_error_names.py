@@ -33,6 +33,8 @@ PROBES = {
     "config_attr": ("from megatron.core.transformer.transformer_config import TransformerConfig; "
                     "TransformerConfig(num_layers=2, hidden_size=8, num_attention_heads=2).moe_extended_tp"),
     "gpt_missing": "from megatron.core.models.gpt.gpt_model import GPTModel; GPTModel()",
+    "too_many_positional": ("from megatron.core.parallel_state import initialize_model_parallel; "
+                            "initialize_model_parallel(*range(30))"),
     "new_field_on_old": ("from megatron.core.transformer.transformer_config import TransformerConfig; "
                          "TransformerConfig(num_layers=2, hidden_size=8, num_attention_heads=2, "
                          "fused_residual_rmsnorm=True)"),
@@ -105,6 +107,16 @@ def test_missing_required_parameters(raised_0192):
     n = _name(raised_0192["gpt_missing"], "0.19.2")
     assert n["key"] == "megatron.core.models.gpt.gpt_model:GPTModel" and n["parameter"] == "config"
     assert n["required_in"] == list(_history("GPTModel")["releases"])
+
+
+def test_too_many_positional_arguments(raised_0192):
+    text = raised_0192["too_many_positional"]
+    assert "positional argument" in text, text
+    n = _name(text, "0.19.2")
+    h = _history("megatron.core.parallel_state:initialize_model_parallel")
+    assert n["key"] == h["name"]
+    assert n["events"] == [e for e in h["events"] if e["change"] == "signature_changed"][:len(n["events"])]
+    assert n["events"] and n["events"][0]["version"] in n["answer"]
 
 
 @pytest.mark.skipif(not OLD_PY.exists(), reason="no .venv-0161 (tests/fixtures/make_old_env.sh builds it)")

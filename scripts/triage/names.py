@@ -2,8 +2,8 @@
 
 ``ImportError`` / ``ModuleNotFoundError`` on a ``megatron.*`` module or name, ``AttributeError``
 ("has no attribute") on a Megatron module or class, ``TypeError`` ("unexpected keyword
-argument", "missing ... required ... argument") on a Megatron callable, config field or
-parameter: in which indexed releases the name (or parameter) exists, what changed for it and
+argument", "missing ... required ... argument", "takes N positional arguments but M were
+given") on a Megatron callable, config field or parameter: in which indexed releases the name (or parameter) exists, what changed for it and
 when (added, removed, renamed, moved, with the successor), and whether the user's release has
 it. The data and the name lookup are ``scripts/release_index`` (find, events, releases_of), the
 same functions ``scripts/api_history.py`` answers from.
@@ -28,6 +28,8 @@ PATTERNS = (
     (re.compile(rf"(?P<callee>[\w.]+)\(\) got an unexpected keyword argument {Q}(?P<param>\w+){Q}"), "unexpected"),
     (re.compile(r"(?P<callee>[\w.]+)\(\) missing \d+ required (?:positional |keyword-only )?arguments?: "
                 r"(?P<params>.+)$"), "missing"),
+    (re.compile(r"(?P<callee>[\w.]+)\(\) takes (?:from \d+ to )?\d+ positional arguments? but \d+ (?:were|was) given"),
+     "positional"),
 )
 MAX_EVENTS = 12
 
@@ -132,6 +134,15 @@ def explain(line: str, release: str | None) -> dict | None:
                         "answer": f"{cls[0]} has no public method or field {g['name']!r} in any indexed release"}
             out = _about(keys[0], rel)
             query = f"{g['cls']}.{g['name']}"
+        elif what == "positional":  # the positional parameters changed: the signature's history
+            key = _callable_key(g["callee"])
+            if key is None:
+                return None
+            out = _about(key, rel)
+            out["events"] = [e for e in ri.events(key) if e["change"] == "signature_changed"][:MAX_EVENTS]
+            changes = "; ".join(f"{e['version']}: {e['detail']}" for e in out["events"]) or "none"
+            out["answer"] = f"{key}: signature changes {changes}; in {_spans(out['releases'])}"
+            query = f"{g['callee']}(...)"
         else:
             key = _callable_key(g["callee"])
             if key is None:
@@ -143,7 +154,7 @@ def explain(line: str, release: str | None) -> dict | None:
             if out is None:
                 return None
             query = f"{g['callee']}({params[0]}=...)"
-        if out["in_your_release"] and what != "missing":
+        if out["in_your_release"] and what not in ("missing", "positional"):
             out["answer"] += (f"; your release {rel} has it: check that the installed megatron-core is {rel} "
                               "(pip show megatron-core) and that the import path is the one above")
         out.update(query=query, what=what, release=rel,
