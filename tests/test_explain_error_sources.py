@@ -177,3 +177,26 @@ def test_the_script_prints_the_site_and_exits_0_for_a_message_with_no_entry():
     out = r.stdout.decode()
     assert "no catalogue entry; Megatron prints it at megatron/core/tokenizers/text/libraries/sft_tokenizer.py:" in out
     assert "when: " in out and "No catalogue entry matches this log." in out
+
+
+@pytest.mark.slow  # every message of the oldest and the newest release: minutes, not seconds
+@pytest.mark.parametrize("version", [RELEASES[0], RELEASES[-1]])
+def test_every_message_of_a_release_is_placed(version):
+    rng = random.Random(f"all-{version}")
+    placed, total, missed = 0, 0, []
+    for site in load(version).message_sites():
+        filled = _fill(site["text"], rng)
+        lines = filled.strip().splitlines()
+        if not lines or not lines[0].strip() or not _placeable(site, filled):
+            continue
+        message, frames = _printed(site, filled)
+        got = triage.match_log(tl.multi_rank_log(message, frames, ranks=(0, 5)), megatron_version=version)["sources"]
+        total += 1
+        if got:
+            sites = [(got[0]["file"], got[0]["function"])] + [(o["file"], o["function"]) for o in got[0]["other_sites"]]
+            want = (site["file"], site["function"])
+            if (sites[0] == want) if (frames or site["kind"] == "warn") else (want in sites):
+                placed += 1
+                continue
+        missed.append(message[:120])
+    assert placed >= 0.995 * total, (placed, total, missed[:10])

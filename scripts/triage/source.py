@@ -22,7 +22,7 @@ from release_index.versions import DEFAULT, RELEASES, resolve_version
 # checker's rule id, pytest's "E   ".
 _LEAD = re.compile(r"^(?:E\s{2,})?(?:[xX!]\s+\[[\w-]+\]\s+)?"
                    r"(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*(?:\|\s*[\w.]+\s*)?\]?:?(?:[\w.]+:)?\s*)?"
-                   r"(?:(?:[a-z_][\w]*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Warning|Exit|Failure)\s*:\s*)?")
+                   r"(?:(?:[a-z_][\w]*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Warning|Exit|Failure|StopIteration)\s*:\s*)?")
 MIN_COVER = 0.3  # fixed text must be this share of the message (what follows the exception type) ...
 MIN_FIXED_ALONE = 40  # ... unless it has at least this many fixed characters
 MAX_OTHER_SITES = 5
@@ -42,7 +42,7 @@ def message_part(line: str) -> str:
 
 
 def _exc_of(line: str) -> str:
-    m = re.match(r"^(?:E\s{2,})?(?:[a-z_][\w]*\.)*((?:[A-Z]\w*)?(?:Error|Exception|Warning))\b", line)
+    m = re.match(r"^(?:E\s{2,})?(?:[a-z_][\w]*\.)*((?:[A-Z]\w*)?(?:Error|Exception|Warning|StopIteration))\b", line)
     return m.group(1) if m else ""
 
 
