@@ -41,9 +41,9 @@ megatron_version_source, matches (flat, best first: id, title, score, matched_li
 values, cause, fix, versions, next_command, plus anchor, link, how, entry_text, frame),
 problems (one per distinct problem, each with its matches, source and name), sources (raise
 sites: file, function, line, kind, exc, condition, fields, flags, text, release,
-in_your_release, releases, other_sites, history, how, note), names (name: key, kind, releases,
-in_your_release, events, successor, answer), unmatched, launcher, searched_words and nearest
-(when no catalogue entry matched), input.
+in_your_release, releases, other_sites, history, how, note, your_release_site), names (key,
+kind, releases, in_your_release, events, successor, answer), unmatched, launcher,
+searched_words and nearest (when no catalogue entry matched), input.
 """
 
 

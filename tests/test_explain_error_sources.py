@@ -200,3 +200,15 @@ def test_every_message_of_a_release_is_placed(version):
                 continue
         missed.append(message[:120])
     assert placed >= 0.995 * total, (placed, total, missed[:10])
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_message_records_cut_from_the_file_equal_the_full_decode(version):
+    # release_index.messages reads only the message list's bytes (a speed-up the bench measures).
+    full = load(version)._raw["messages"]
+    assert rm._message_records(version) == full
+    texts = {r[2] for r in full}
+    rng = random.Random(version)
+    for text in rng.sample(sorted(texts), 50):
+        assert rm.prints(version, text)
+        assert not rm.prints(version, text + " (not in the index)")

@@ -25,7 +25,8 @@ Public API (stable; ``scripts/explain_error.py --json`` prints the same object):
              "next_command", "anchor", "link", "how", "entry_text", "frame"}
 
     source = {"file", "function", "line", "kind", "exc", "condition", "fields", "flags", "text", "release",
-              "in_your_release", "releases", "other_sites", "history", "score", "how", "note", "frame_agrees"}
+              "in_your_release", "releases", "other_sites", "history", "score", "how", "note", "frame_agrees",
+              "your_release_site"}   # the site your release prints the line from, when the text is another release's
     name = {"query", "what", "key", "kind", "releases", "in_your_release", "events", "successor",
             "answer", "release", "next_command"}
 
