@@ -212,3 +212,20 @@ def test_message_records_cut_from_the_file_equal_the_full_decode(version):
     for text in rng.sample(sorted(texts), 50):
         assert rm.prints(version, text)
         assert not rm.prints(version, text + " (not in the index)")
+
+
+@pytest.mark.parametrize("line", [
+    # Lines that Megatron does not print (torch, CUDA, NCCL, Python, or a sentence that only ends
+    # like a short Megatron template, "{} is not supported"): no raise site is claimed for them.
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB",
+    "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled system error",
+    "ValueError: too many values to unpack (expected 2)",
+    "TypeError: 'NoneType' object is not subscriptable",
+    "RuntimeError: The size of tensor a (4096) must match the size of tensor b (2048) at non-singleton dimension 1",
+    "ValueError: fp8 with cpu offloading is not supported",
+    "NotImplementedError: Context parallel is not supported for this model",
+    "WARNING: Logging before flag parsing goes to stderr.",
+])
+def test_lines_megatron_does_not_print_are_not_placed(line):
+    assert triage.match_log(tl.multi_rank_log(line), megatron_version="0.19.2")["sources"] == []

@@ -13,6 +13,7 @@ user's release first, else the newest release that prints it (with a note).
 
 from __future__ import annotations
 
+import functools
 import re
 
 from release_index import messages as rm
@@ -79,10 +80,28 @@ def explain(event, release: str | None) -> dict | None:
             break  # reading every release is for exceptions, warnings and Megatron's own log lines
         hits = rm.match_printed(line, more, versions)
         for t, score, how in hits:
-            if t.fixed < MIN_FIXED_ALONE and t.fixed / max(len(msg), 1) < MIN_COVER:
-                continue  # a short text inside a long line: a coincidence, not the message
+            if t.fixed < MIN_FIXED_ALONE and (t.fixed / max(len(msg), 1) < MIN_COVER or how != "template"
+                                              or not _is_the_whole_message(t.text, msg)):
+                continue  # a short text inside a longer sentence: a coincidence, not the message
             return _block(t, score, how, exc, event.frames, rel, hits)
     return None
+
+
+PROSE_WORDS = 3  # a value with this many words is a sentence, not a value Megatron formats in
+
+
+@functools.lru_cache(maxsize=1024)
+def _whole_rx(text: str) -> re.Pattern:
+    parts = [r"\s*".join(re.escape(w) for w in p.split()) for p in text.split("{}")]
+    return re.compile(r"\s*(.*?)\s*".join(parts))
+
+
+def _is_the_whole_message(text: str, msg: str) -> bool:
+    """A short template is the message only when it spans the whole message and what fills its
+    variable parts reads as values (a number, a name, a shape), not as words of another sentence:
+    "{} is not supported" is not "fp8 with cpu offloading is not supported"."""
+    m = _whole_rx(text).fullmatch(" ".join(msg.split()))
+    return m is not None and all(sum(w.isalpha() for w in v.split()) < PROSE_WORDS for v in m.groups())
 
 
 def _block(t: rm.Template, score: float, how: str, exc: str, frames: tuple, rel: str, hits: list) -> dict:
