@@ -423,23 +423,94 @@ def _meaningful(text: str | None) -> bool:
     return bool(text) and bool(re.search(r"[A-Za-z]{2}", text.replace("{}", "")))
 
 
-def _messages(m: Module) -> list[list]:
+MAX_CONDITION = 300  # characters of a guarding condition kept (a long one is cut with "…")
+
+
+def _condition_text(conds: list[str]) -> str:
+    text = " and ".join(conds)
+    return text if len(text) <= MAX_CONDITION else text[: MAX_CONDITION - 1] + "…"
+
+
+_OPPOSITE = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn,
+             ast.NotIn: ast.In, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt}
+
+
+def _negated(test: ast.AST) -> str:
+    """Source text of `not test`, simplified where Python allows (`not x` -> x, `a == b` -> `a != b`)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return ast.unparse(test.operand)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _OPPOSITE:
+        return ast.unparse(ast.Compare(test.left, [_OPPOSITE[type(test.ops[0])]()], test.comparators))
+    if isinstance(test, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+        return f"not {ast.unparse(test)}"
+    return f"not ({ast.unparse(test)})"
+
+
+def _names_read(nodes, known: frozenset) -> list[str]:
+    """Config fields / argparse dests the expressions read: `x.<field>` attributes and bare names."""
+    out = set()
+    for node in nodes:
+        if node is None:
+            continue
+        for n in ast.walk(node):
+            if isinstance(n, ast.Attribute) and n.attr in known:
+                out.add(n.attr)
+            elif isinstance(n, ast.Name) and n.id in known:
+                out.add(n.id)
+    return sorted(out)
+
+
+def _messages(m: Module, known: frozenset = frozenset(), flags_of: dict | None = None) -> list[list]:
+    """[kind, exc, text, file, function, line, condition, fields, flags] of each message.
+
+    condition: when the message is printed, as source text: the enclosing ``if`` tests of its
+    function (``not (...)`` in an ``else``), ``except <type>`` for a handler, and for an assert
+    ``not (<test>)``. fields: the names in ``known`` (config dataclass fields and Megatron-LM
+    argparse dests) that the condition and the message read; flags: the flags setting them.
+    """
     out = []
+    flags_of = flags_of or {}
 
-    def visit(node, qual):
+    def emit(node, qual, conds):
+        rec = _message_of(node)
+        if rec is None or not _meaningful(rec[2]):
+            return
+        exprs = list(conds)
+        read = [c for _, c in conds]
+        if isinstance(node, ast.Assert):
+            exprs.append((_negated(node.test), node.test))
+            read.append(node.test)
+        read.append(node.msg if isinstance(node, ast.Assert) else
+                    (node.exc if isinstance(node, ast.Raise) else node))
+        fields = _names_read(read, known)
+        flags = sorted({f for name in fields for f in flags_of.get(name, ())})
+        out.append([rec[0], rec[1], rec[2], m.path, qual, node.lineno,
+                    _condition_text([t for t, _ in exprs]), fields, flags])
+
+    def visit(node, qual, conds):
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                visit(child, f"{qual}.{child.name}" if qual != "<module>" else child.name)
-                continue
-            if isinstance(child, ast.ClassDef):
-                visit(child, f"{qual}.{child.name}" if qual != "<module>" else child.name)
-                continue
-            rec = _message_of(child)
-            if rec is not None and _meaningful(rec[2]):
-                out.append([rec[0], rec[1], rec[2], m.path, qual, child.lineno])
-            visit(child, qual)
+            step(child, qual, conds)
 
-    visit(m.tree, "<module>")
+    def step(child, qual, conds):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            visit(child, f"{qual}.{child.name}" if qual != "<module>" else child.name, [])
+            return
+        emit(child, qual, conds)
+        if isinstance(child, (ast.If, ast.While)):
+            test = ast.unparse(child.test)
+            step(child.test, qual, conds)
+            for st in child.body:
+                step(st, qual, conds + [(test, child.test)])
+            for st in child.orelse:
+                step(st, qual, conds + [(_negated(child.test), child.test)])
+        elif isinstance(child, ast.ExceptHandler):
+            exc = f"except {ast.unparse(child.type)}" if child.type is not None else "except"
+            for st in child.body:
+                step(st, qual, conds + [(exc, None)])
+        else:
+            visit(child, qual, conds)
+
+    visit(m.tree, "<module>", [])
     return out
 
 
@@ -636,6 +707,23 @@ def _flags(comp: Compiler) -> dict[str, dict] | None:
     return {k: flags[k] for k in sorted(flags)}
 
 
+def _known_names(comp: Compiler, flags: dict | None) -> tuple[frozenset, dict[str, list[str]]]:
+    """Names a message's condition can read that a user sets: the fields of the release's config
+    dataclasses (classes named ``*Config``) and Megatron-LM's argparse dests; with the flags that
+    set each name (a flag's dest is the args field, which is the config field of the same name)."""
+    known: set[str] = set()
+    for mod, m in comp.tree.modules.items():
+        for cname, node in m.classes.items():
+            if cname.endswith("Config") and _is_dataclass(node):
+                known |= {f["name"] for f in comp.fields(mod, node) or []}
+    flags_of: dict[str, list[str]] = {}
+    for flag, rec in (flags or {}).items():
+        if isinstance(rec.get("dest"), str) and rec["dest"].isidentifier():
+            flags_of.setdefault(rec["dest"], []).append(flag)
+    known |= set(flags_of)
+    return frozenset(known), flags_of
+
+
 # -- one release -------------------------------------------------------------------------------
 
 def compile_release(version: str, files: dict[str, str], source: str) -> dict:
@@ -647,9 +735,11 @@ def compile_release(version: str, files: dict[str, str], source: str) -> dict:
     sigs: dict[str, list] = {}
     fields: dict[str, list] = {}
     messages: list[list] = []
+    flags = _flags(comp)
+    known, flags_of = _known_names(comp, flags)
     for name in sorted(tree.modules):
         m = tree.modules[name]
-        messages.extend(_messages(m))
+        messages.extend(_messages(m, known, flags_of))
         if not is_public_module(m.path):
             continue
         names = {}
@@ -709,6 +799,6 @@ def compile_release(version: str, files: dict[str, str], source: str) -> dict:
         "modules": modules,
         "signatures": sigs,
         "fields": fields,
-        "flags": _flags(comp),
+        "flags": flags,
         "messages": sorted(messages, key=lambda r: (r[3], r[5], r[0], r[2])),
     }

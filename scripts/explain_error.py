@@ -9,10 +9,17 @@ a hung job. The same error printed by many ranks is reported once, with the rank
 AssertionError is matched by the traceback frame that raised it; a hang by where its stack stops.
 
 Each match names a section of references/troubleshooting.md: read only that entry (by its
-anchor), not the whole file.
+anchor), not the whole file. Under the catalogue is Megatron's own source: any message that
+Megatron Core or Megatron-LM 0.12.3 ... 0.19.2 raises, asserts, warns or logs is placed at its
+raise site in your release (file, function, line), with the condition that prints it, the
+config fields and flags it reads and the releases that print it. An ImportError,
+AttributeError or TypeError about a megatron.* name, config field or parameter is answered from
+the release index as api_history.py does (added, removed, renamed or moved in which release).
+A catalogue entry always comes before a bare raise site.
 
-Exit status: 0 at least one problem matched; 1 nothing matched (the nearest entries and the
-words searched are shown); 2 bad input (unreadable file, binary data, empty log) or bad flags.
+Exit status: 0 at least one problem matched (a catalogue entry, a raise site or a name's
+history); 1 nothing matched (the nearest entries and the words searched are shown); 2 bad input
+(unreadable file, binary data, empty log) or bad flags.
 """
 
 from __future__ import annotations
@@ -32,8 +39,11 @@ EPILOG = """examples:
 --json prints one object (schema_version 1): schema_version, megatron_version,
 megatron_version_source, matches (flat, best first: id, title, score, matched_line, ranks,
 values, cause, fix, versions, next_command, plus anchor, link, how, entry_text, frame),
-problems (one per distinct problem, each with its matches), unmatched, launcher,
-searched_words and nearest (when nothing matched), input.
+problems (one per distinct problem, each with its matches, source and name), sources (raise
+sites: file, function, line, kind, exc, condition, fields, flags, text, release,
+in_your_release, releases, other_sites, history, how, note, your_release_site), names (key,
+kind, releases, in_your_release, events, successor, answer), unmatched, launcher,
+searched_words and nearest (when no catalogue entry matched), input.
 """
 
 
@@ -108,7 +118,7 @@ def main(argv=None) -> int:
         print(json.dumps(result, indent=1))
     else:
         print(render.render(result))
-    return 0 if result["matches"] else 1
+    return 0 if triage.explained(result) else 1
 
 
 if __name__ == "__main__":

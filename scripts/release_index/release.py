@@ -76,6 +76,14 @@ class Release:
         return [{"kind": k, "exc": e, "text": t, "file": f, "function": fn, "line": ln}
                 for k, e, t, f, fn, ln, *_ in self._raw["messages"]]
 
+    def message_sites(self) -> list[dict]:
+        """messages() with when each is printed: "condition" (source text: the enclosing if tests,
+        "not (...)" of an assert's test), the config fields / args dests it reads ("fields") and
+        the Megatron-LM flags that set them ("flags"); empty for data compiled before they existed."""
+        return [{"kind": r[0], "exc": r[1], "text": r[2], "file": r[3], "function": r[4], "line": r[5],
+                 "condition": r[6] if len(r) > 6 else "", "fields": r[7] if len(r) > 7 else [],
+                 "flags": r[8] if len(r) > 8 else []} for r in self._raw["messages"]]
+
     def resolve(self, name: str) -> str | None:
         """Where a public name as a user writes it leads in this release, or None if it does not exist.
 

@@ -12,7 +12,10 @@ Public API (stable; ``scripts/explain_error.py --json`` prints the same object):
     {"schema_version": 1,
      "megatron_version": "0.16.1" or None, "megatron_version_source": "--megatron-version" | ...,
      "matches": [match, ...],          # flat, best first, one per entry
-     "problems": [{"matched_line", "ranks", "matches": [match, ...]}, ...],   # one per distinct problem
+     "problems": [{"matched_line", "ranks", "matches": [match, ...], "chain",
+                   "source": source or None, "name": name or None}, ...],   # one per distinct problem
+     "sources": [source + {"matched_line"}, ...],  # raise sites, in problem order (triage.source)
+     "names": [name + {"matched_line"}, ...],      # name histories (triage.names)
      "unmatched": [{"line", "ranks"}],  # error/warning lines no entry explains (at most 10)
      "launcher": {"failures": [{"rank", "exitcode", "host", ...}]} or None,   # torch elastic summary
      "searched_words": [...], "nearest": [{"id", "title", "anchor", "score"}],  # filled when nothing matched
@@ -21,7 +24,14 @@ Public API (stable; ``scripts/explain_error.py --json`` prints the same object):
     match = {"id", "title", "score", "matched_line", "ranks", "values", "cause", "fix", "versions",
              "next_command", "anchor", "link", "how", "entry_text", "frame"}
 
-``score`` is 0.5-1.0 (see triage.match); ``values`` maps names to the values read from the
+    source = {"file", "function", "line", "kind", "exc", "condition", "fields", "flags", "text", "release",
+              "in_your_release", "releases", "other_sites", "history", "score", "how", "note", "frame_agrees",
+              "your_release_site"}   # the site your release prints the line from, when the text is another release's
+    name = {"query", "what", "key", "kind", "releases", "in_your_release", "events", "successor",
+            "answer", "release", "next_command"}
+
+Problems an entry explains come first (best score first); then those only a raise site or a
+name's history explains. ``score`` is 0.5-1.0 (see triage.match); ``values`` maps names to the values read from the
 message's variable parts; ``versions`` is ``{"release", "stated", "text_history", "caveat"}``.
 ``BadInput`` (empty, binary) carries the one line to print.
 """
@@ -30,7 +40,7 @@ from __future__ import annotations
 
 import io
 
-from . import catalogue, match, nextcmd, versions
+from . import catalogue, match, names, nextcmd, source, versions
 from .logscan import BadInput, Scanner
 
 SCHEMA_VERSION = 1
@@ -44,40 +54,56 @@ def match_log(text: str, megatron_version: str | None = None) -> dict:
 
 
 def match_stream(stream, megatron_version: str | None = None) -> dict:
-    release, source = versions.resolve(megatron_version)
+    release, source_of_release = versions.resolve(megatron_version)
     scanner = Scanner()
     scanner.feed_stream(stream)
     events = scanner.finish()
     problems: dict[str, dict] = {}
+    others: dict[tuple, dict] = {}  # problems no entry explains: a raise site or a name's history
     unmatched = []
     for event in events:
         found = match.candidates(event)
+        src = source.explain(event, release) if event.kind == "message" else None
+        name = names.explain(event.line, release) if event.kind == "message" else None
         if not found:
-            if event.kind == "message" and _looks_like_a_problem(event.line):
-                unmatched.append(event)
+            if src is None and name is None:
+                if event.kind == "message" and _looks_like_a_problem(event.line):
+                    unmatched.append(event)
+                continue
+            key = ("name", name["query"]) if name else ("source", src["file"], src["function"], src["text"])
+            other = others.setdefault(key, {"event": event, "ranks": set(), "source": src, "name": name})
+            other["ranks"] |= event.ranks
             continue
         rec, best = found[0]
         problem = problems.get(rec["id"])
         if problem is None or best["score"] > problem["score"]:
             ranks = problem["ranks"] if problem else set()
             problem = problems[rec["id"]] = {"score": best["score"], "event": event, "found": found[:3],
-                                             "ranks": ranks}
+                                             "ranks": ranks, "source": src, "name": name}
         problem["ranks"] |= event.ranks
     ordered = sorted(problems.values(), key=lambda p: (-p["score"], p["found"][0][0]["id"]))[:MAX_PROBLEMS]
     out_problems, flat = [], {}
     for p in ordered:
         ms = [_match(rec, m, p["event"], sorted(p["ranks"]), release) for rec, m in p["found"]]
         out_problems.append({"matched_line": p["event"].line, "ranks": sorted(p["ranks"]), "matches": ms,
-                             "chain": list(p["event"].chain)})
+                             "chain": list(p["event"].chain), "source": _with_history(p["source"]),
+                             "name": p["name"]})
         for m in ms:
             if m["id"] not in flat or m["score"] > flat[m["id"]]["score"]:
                 flat[m["id"]] = m
+    # A catalogue entry always outranks a bare raise site: those problems come after every entry's.
+    for o in list(others.values())[: max(0, MAX_PROBLEMS - len(out_problems))]:
+        out_problems.append({"matched_line": o["event"].line, "ranks": sorted(o["ranks"]), "matches": [],
+                             "chain": list(o["event"].chain), "source": _with_history(o["source"]),
+                             "name": o["name"]})
     result = {
         "schema_version": SCHEMA_VERSION,
         "megatron_version": release,
-        "megatron_version_source": source,
+        "megatron_version_source": source_of_release,
         "matches": sorted(flat.values(), key=lambda m: -m["score"]),
         "problems": out_problems,
+        "sources": [dict(p["source"], matched_line=p["matched_line"][:300]) for p in out_problems if p["source"]],
+        "names": [dict(p["name"], matched_line=p["matched_line"][:300]) for p in out_problems if p["name"]],
         "unmatched": [{"line": e.line[:300], "ranks": sorted(e.ranks)} for e in unmatched[:MAX_UNMATCHED]],
         "launcher": {"failures": scanner.elastic} if scanner.elastic else None,
         "searched_words": [],
@@ -93,6 +119,18 @@ def match_stream(stream, megatron_version: str | None = None) -> dict:
         result["nearest"] = [{"id": r["id"], "title": r["title"], "anchor": r["anchor"], "score": s}
                              for r, s in match.nearest(searched)]
     return result
+
+
+def _with_history(block: dict | None) -> dict | None:
+    """The source block with the check's wordings across releases (what changed, and when)."""
+    if block is None:
+        return None
+    return dict(block, history=source.history(block))
+
+
+def explained(result: dict) -> bool:
+    """Whether anything in the log is explained: an entry, a raise site or a name's history."""
+    return bool(result["matches"] or result["sources"] or result["names"])
 
 
 def _looks_like_a_problem(line: str) -> bool:

@@ -53,7 +53,7 @@ PY_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+),? in (?P<
 SPY_FRAME = re.compile(r"^\s*(?P<func>[\w<>.\[\]]+) \((?P<path>[^()\s]+\.py):(?P<line>\d+)\)")
 THREAD_HEAD = re.compile(r"^(?:Thread (?:0x[0-9a-fA-F]+|\d+) \(|Current thread 0x|Process \d+: )")
 WARNING_PREFIX = re.compile(r"^(?P<path>\S+\.py):(?P<line>\d+): (?=\w*Warning\b)")
-EXCEPTION = re.compile(r"^(?:[a-z_][\w]*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Failure))"
+EXCEPTION = re.compile(r"^(?:[a-z_][\w]*\.)*(?P<type>(?:[A-Z]\w*)?(?:Error|Exception|Warning|Exit|Interrupt|Failure|StopIteration))"
                        r"(?::\s?(?P<msg>.*))?$")
 ELASTIC_FIELD = re.compile(r"^\s*(rank|exitcode|host|error_file)\s*:\s*(.*?)\s*$")
 ELASTIC_END = re.compile(r"^={20,}")

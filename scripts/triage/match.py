@@ -3,12 +3,21 @@
 How a message event matches an entry, strongest first:
 
 * ``template``: the line is the entry's message (or an older wording, ``text alias``) with other
-  values in its variable parts (``1.0``); the values are read from those parts;
-* ``words``: most of the message's fixed words occur in the line (``0.9 x`` the share, by length);
-* a bare message (``AssertionError`` and nothing else, or only generic words) matches every entry
-  with that text at ``0.5``; the raising frame then decides: a traceback frame inside the
-  statement that raises it in megatron-core 0.19.2 adds ``0.5``, one inside the named function
-  ``0.25``;
+  values in its variable parts (``1.0``); the values are read from those parts. Values are
+  anything: a number in the entry's message also stands for a shape such as ``[1, 4, 1131]``
+  (``0.95``, the ``loose`` form). A template with a single distinctive word (``<group
+  description> is not initialized``) that the whole line matches scores ``0.94``: an exact
+  template outranks word overlap;
+* ``truncated``: the line is the start of the message, cut off (``0.93``; at least
+  TRUNCATED_MIN characters of it);
+* ``prose``: the line is a message the entry quotes in its text (``Core users get``, older
+  wordings in the Versions bullet) with at least PROSE_MIN fixed characters (``0.91``);
+* ``words``: most of the message's fixed words occur in the line (``0.9 x`` the share, by length),
+  unless the two say opposite things about a word they share (``already initialized`` / ``not
+  initialized``, ``must be`` / ``must not be``): such an entry is dropped;
+* a bare message (``AssertionError`` and nothing else) matches every entry with that text at
+  ``0.5``; the raising frame then decides: a traceback frame inside the statement that raises it
+  in megatron-core 0.19.2 adds ``0.5``, one inside the named function ``0.25``;
 * ``frame``: no text in common, but the exception type is the entry's and the traceback passes
   through the statement that raises it (``0.7``).
 
@@ -18,10 +27,160 @@ frames (file and function): ``0.9``.
 
 from __future__ import annotations
 
+import functools
+import re
+
 from . import catalogue
+from .source import message_part
 
 THRESHOLD = 0.5
 GENERIC_WORDS = 2  # a template with fewer distinctive words than this is a bare message
+SHORT_TEMPLATE = 0.94  # a one-word template the whole line matches: above truncations and word overlap
+LOOSE, TRUNCATED, PROSE = 0.95, 0.93, 0.91
+PROSE_MIN = 40  # fixed characters of a quote in prose (a generic torch error is quoted with fewer)
+TRUNCATED_MIN = 16  # fixed characters of a message a truncated paste must show ...
+TRUNCATED_SHARE = 0.3  # ... and this share of them (the paste must be exactly the message's start)
+# A variable part in a documented message: a placeholder, an ellipsis, a number, or a list of
+# numbers (a shape) as one value.
+_VAR = re.compile(r"<[^<>\n]*>|…|\.\.\.|[\[(]\s*-?\d[\d.]*(?:\s*,\s*-?\d[\d.]*)*\s*,?\s*[\])]"
+                  r"|(?<![A-Za-z_\d.])-?\d+(?:\.\d+)*(?![\d])")
+# Negation and requirement words flip what a message says about the word after them: "is not
+# initialized" and "must be initialized" both report an uninitialized thing; "already
+# initialized" and "must not be initialized" an initialized one.
+_FLIP = frozenset("not no non cannot never without must should needs need require requires required expected "
+                  "expects".split())
+# A word that is another one's negation: counted as that word, stated absent.
+_ANTONYM = {"invalid": "valid", "unknown": "known", "mismatch": "match", "mismatched": "matched",
+            "unsupported": "supported", "incompatible": "compatible", "inconsistent": "consistent",
+            "conflicts": "agrees", "conflict": "agree", "disabled": "enabled", "uninitialized": "initialized",
+            "unset": "set", "missing": "present", "illegal": "legal", "incorrect": "correct"}
+_FILLER = frozenset("a an the be is are was were been being to of also".split())
+_TOKEN = re.compile(r"[a-z0-9_]+|[.;:!?]")
+_NEGATORS = r"(?:not|no|non|never|cannot|without|unsupported)"
+
+
+def _filler(tok: str) -> bool:
+    return tok in _FILLER or any(c.isdigit() for c in tok)  # a value ("2d", "16") is not a word
+
+
+def _truths(text: str) -> dict[str, list[bool]]:
+    """For each word, whether the text states it (True) or its absence (False), per occurrence.
+
+    A word is negated by the negation and requirement words right before it (fillers such as
+    "be", "a" between them): "is not initialized", "must be divisible", "must not be set".
+    """
+    tokens = _TOKEN.findall(text.lower().replace("n't", " not"))
+    out: dict[str, list[bool]] = {}
+    for i, tok in enumerate(tokens):
+        if len(tok) < 3 or tok in _FLIP or _filler(tok) or tok in ".;:!?":
+            continue
+        truth = tok not in _ANTONYM
+        for prev in reversed(tokens[:i]):
+            if prev in _FLIP:
+                truth = not truth
+            elif not _filler(prev):
+                break  # another word: the negation does not reach past it
+        out.setdefault(_ANTONYM.get(tok, tok), []).append(truth)
+    return out
+
+
+def contradicts(a: str, b: str) -> bool:
+    """a and b say opposite things about a word they share (one states it, the other its absence),
+    occurrence by occurrence in order (a truncated text has fewer occurrences)."""
+    ta, tb = _truths(a), _truths(b)
+    for w in ta.keys() & tb.keys():
+        n = min(len(ta[w]), len(tb[w]))
+        if ta[w][:n] != tb[w][:n]:
+            return True
+    return False
+
+
+NUMBER = "#"  # a variable part that is a number in the documented message: a number or a shape here
+
+
+@functools.lru_cache(maxsize=8192)
+def _loose_parts(text: str) -> tuple:
+    """The message's first line as literal words, NUMBER for each number (or list of numbers) and
+    None for each other variable part (lower case)."""
+    out: list = []
+    pos = 0
+    line = message_part(text.splitlines()[0]).lower()
+    for m in _VAR.finditer(line):
+        out += line[pos:m.start()].split()
+        out.append(None if m.group(0)[0] in "<…." else NUMBER)
+        pos = m.end()
+    out += line[pos:].split()
+    return tuple(out)
+
+
+def _part_rx(part) -> str:
+    if part is NUMBER:  # 8, -1, 0.5, (4, 2), [1, 4, 1131], torch.Size([1, 4])
+        return r"([\[(]*-?\d[\d.]*(?:\s*,\s*-?\d[\d.]*)*\s*,?[\])]*)"
+    # Any other value never swallows a negation: "topk is not 16" is not "topk is <n>".
+    return rf"((?:(?!\b{_NEGATORS}\b).)+?)" if part is None else re.escape(part)
+
+
+@functools.lru_cache(maxsize=None)
+def loose(text: str) -> tuple[re.Pattern | None, tuple, int]:
+    """(whole message, truncated forms, fixed characters) of a documented message.
+
+    whole: a number or a shape for each number, any other value (never a negation) for each
+    other variable part, any spacing; truncated: (k, fixed characters kept) for the message cut
+    after each of its literal words or numbers, longest first. A truncated paste must keep
+    TRUNCATED_MIN fixed characters and TRUNCATED_SHARE of the message's (_enough).
+    """
+    parts = _loose_parts(text)
+    fixed = sum(len(p) for p in parts if p and p is not NUMBER)
+    if not parts or fixed == 0:
+        return None, (), 0
+    whole = re.compile(r"\s*".join(_part_rx(p) for p in parts))
+    cuts, kept = [], 0
+    for k, p in enumerate(parts[:-1], 1):
+        kept += len(p) if p and p is not NUMBER else 0
+        if p is not None:
+            cuts.append((k, kept))
+    return whole, tuple(reversed(cuts)), fixed
+
+
+def _same_start(text: str, line: str) -> bool:
+    """The line starts with the message's first two literal words (a truncated paste may share
+    few of its words)."""
+    want = [p for p in _loose_parts(text) if p and p is not NUMBER][:2]
+    got = [p for p in _loose_parts(line) if p and p is not NUMBER][:2]
+    return len(want) == 2 and want == got
+
+
+def _enough(kept: int, fixed: int) -> bool:
+    return kept >= TRUNCATED_MIN and kept >= TRUNCATED_SHARE * fixed
+
+
+@functools.lru_cache(maxsize=None)
+def _prefix_rx(text: str, k: int) -> re.Pattern:
+    parts = _loose_parts(text)[:k]
+    return re.compile(r"\s*".join(_part_rx(p) for p in parts))
+
+
+def _loose_match(text: str, msg_line: str) -> tuple[float, str] | None:
+    whole, cuts, fixed = loose(text)
+    if whole is None:
+        return None
+    body = message_part(msg_line).lower()
+    if whole.search(body):
+        return LOOSE, "template"
+    cut = body.rstrip(".… ")
+    if len(cut) < TRUNCATED_MIN or not cuts or not _same_start(text, msg_line):
+        return None
+    head, _, partial = cut.rpartition(" ")
+    parts = _loose_parts(text)
+    for k, kept in cuts:
+        if _enough(kept, fixed) and _prefix_rx(text, k).fullmatch(cut):
+            return TRUNCATED, "truncated"
+        # Cut inside a word: the paste's last word is the start of the message's next word.
+        nxt = parts[k] if k < len(parts) else None
+        if head and isinstance(nxt, str) and nxt is not NUMBER and nxt.startswith(partial) and \
+                _enough(kept + len(partial), fixed) and _prefix_rx(text, k).fullmatch(head):
+            return TRUNCATED, "truncated"
+    return None
 
 
 def _frame_score(rec: dict, frames: tuple) -> tuple[float, dict | None]:
@@ -59,35 +218,72 @@ def _text_match(rec: dict, line: str, following: tuple, event_words: set):
     for msg in rec["messages"]:
         if msg["kind"] == "symptom" or not msg.get("templates"):
             continue
-        first = msg["templates"][0]
-        rx = catalogue.regex(first["regex"])
-        generic = len(first["words"]) < GENERIC_WORDS
-        m = rx.fullmatch(line) or (None if generic or len(first["words"]) < 3 else rx.search(line))
-        if m:
-            score, how = (0.5 if generic else (1.0 if m.end() - m.start() == len(line) else 0.97)), "template"
-            values = _values(first, m.groups())
-            for extra in msg["templates"][1:]:  # later lines of a multi-line message
-                rx2 = catalogue.regex(extra["regex"])
-                for nxt in following:
-                    m2 = rx2.search(nxt)
-                    if m2:
-                        values.update(_values(extra, m2.groups()))
-                        break
-            cand = (score, how, values, msg)
-        elif not generic and first["words"]:
-            shared = first["words"] & event_words
-            total = sum(map(len, first["words"]))
-            share = sum(map(len, shared)) / total
-            if len(shared) < 3 or share < 0.6:
-                continue
-            if _exc_type(line) and _exc_type(msg["text"]) and _exc_type(line) != _exc_type(msg["text"]):
-                share *= 0.8
-            cand = (round(0.9 * share, 3), "words", {}, msg)
-        else:
-            continue
-        if best is None or cand[0] > best[0]:
+        cand = _one_message(msg, line, following, event_words)
+        if cand is not None and (best is None or cand[0] > best[0]):
             best = cand
+    for quoted in prose(rec):
+        if best is not None and best[0] >= PROSE:
+            break
+        if loose(quoted)[2] >= PROSE_MIN and not contradicts(message_part(line), message_part(quoted)) \
+                and (_loose_match(quoted, line) or (None, ""))[1] == "template":
+            best = (PROSE, "prose", {}, {"kind": "prose", "text": quoted, "versions": None})
     return best
+
+
+def _one_message(msg: dict, line: str, following: tuple, event_words: set):
+    first = msg["templates"][0]
+    rx = catalogue.regex(first["regex"])
+    bare = not first["words"]
+    generic = len(first["words"]) < GENERIC_WORDS
+    m = rx.fullmatch(line) or (None if generic or len(first["words"]) < 3 else rx.search(line))
+    if m:
+        if bare:
+            score = 0.5
+        elif generic:
+            score = SHORT_TEMPLATE
+        else:
+            score = 1.0 if m.end() - m.start() == len(line) else 0.97
+        values = _values(first, m.groups())
+        for extra in msg["templates"][1:]:  # later lines of a multi-line message
+            rx2 = catalogue.regex(extra["regex"])
+            for nxt in following:
+                m2 = rx2.search(nxt)
+                if m2:
+                    values.update(_values(extra, m2.groups()))
+                    break
+        return score, "template", values, msg
+    if generic or not first["words"]:
+        return None
+    shared = first["words"] & event_words
+    total = sum(map(len, first["words"]))
+    share = sum(map(len, shared)) / total
+    if share < TRUNCATED_SHARE and not _same_start(msg["text"], line):
+        return None  # too little in common for any looser reading (and its regexes are not built)
+    # Beyond the exact template, a message that says the opposite is never offered.
+    if contradicts(message_part(line), message_part(msg["text"].splitlines()[0])):
+        return None
+    hit = _loose_match(msg["text"], line)
+    if hit is not None:
+        return hit[0], hit[1], {}, msg
+    if len(shared) < 3 or share < 0.6:
+        return None
+    if _exc_type(line) and _exc_type(msg["text"]) and _exc_type(line) != _exc_type(msg["text"]):
+        share *= 0.8
+    return round(0.9 * share, 3), "words", {}, msg
+
+
+_QUOTE = re.compile(r"`([^`]+)`")
+_QUOTED_MESSAGE = re.compile(r"^(?:(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)|WARNING|ERROR):\s*\S")
+
+
+def prose(rec: dict) -> tuple[str, ...]:
+    """Messages the entry quotes in its fields (``Core users get``, ``Versions``): `Error: ...` spans."""
+    return _prose(rec["id"], tuple(rec["fields"].get(k, "") for k in ("Core users get", "Versions", "Text history")))
+
+
+@functools.lru_cache(maxsize=None)
+def _prose(_eid: str, texts: tuple) -> tuple[str, ...]:
+    return tuple(q for t in texts for q in _QUOTE.findall(t) if _QUOTED_MESSAGE.match(q))
 
 
 def score_message(rec: dict, event) -> dict | None:
@@ -100,7 +296,7 @@ def score_message(rec: dict, event) -> dict | None:
             return {"score": 0.7, "how": "frame", "values": {}, "message": error, "frame": where}
         return None
     score, how, values, msg = text
-    if score == 0.5:  # bare message: the frame decides
+    if score == 0.5 and how == "template":  # bare message: the frame decides
         score += 0.5 * frame
     return {"score": round(min(score, 1.0), 3), "how": how, "values": values, "message": msg, "frame": where,
             "frame_score": frame}

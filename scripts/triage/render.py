@@ -26,6 +26,36 @@ def _wrap(label: str, text: str) -> list[str]:
     return textwrap.wrap(_cut(text), width=100, initial_indent=f"    {label}", subsequent_indent="      ")
 
 
+def _source(s: dict, under_entry: bool) -> list[str]:
+    head = "raised at" if under_entry else "no catalogue entry; Megatron prints it at"
+    out = [f"  {head} {s['file']}:{s['line']} in {s['function']} ({s['kind']}, {s['release']})"]
+    if s["condition"]:
+        out += _wrap("when: ", s["condition"])
+    if s["fields"]:
+        out.append("    reads: " + ", ".join(s["fields"]) + (f"  (flags: {' '.join(s['flags'])})" if s["flags"] else ""))
+    if s["note"]:
+        out += _wrap("note: ", s["note"])
+    hist = s.get("history") or []
+    if len(hist) > 1:
+        out += _wrap("wording: ", "; ".join(f"{h['versions'][0]}-{h['versions'][-1]}: {h['text']}" for h in hist))
+    elif not s["note"]:
+        out.append("    releases: " + (", ".join(s["releases"])))
+    if s["other_sites"]:
+        out.append("    same text also at: " + ", ".join(f"{o['file']}:{o['line']} ({o['function']})"
+                                                       for o in s["other_sites"]))
+    return out
+
+
+def _name(n: dict) -> list[str]:
+    out = _wrap("name: ", n["answer"])
+    for e in n["events"][:6]:
+        out.append(f"      {e['version']} {e['change']}" + (f" {e['detail']}" if e["detail"] else "")
+                   + (f" -> {e['successor']}" if e["successor"] else ""))
+    if n.get("next_command"):
+        out.append(f"    next: {n['next_command']}")
+    return out
+
+
 def render(result: dict) -> str:
     lines = []
     release = result["megatron_version"] or "unknown"
@@ -49,6 +79,10 @@ def render(result: dict) -> str:
                 lines += _wrap("versions: ", m["versions"]["caveat"])
             if m["next_command"]:
                 lines.append(f"    next: {m['next_command']}")
+        if p.get("source"):
+            lines += _source(p["source"], bool(p["matches"]))
+        if p.get("name"):
+            lines += _name(p["name"])
     if result["launcher"]:
         fails = result["launcher"]["failures"]
         lines.append("")
@@ -60,7 +94,9 @@ def render(result: dict) -> str:
         lines += [f"  [{_ranks(u['ranks'])}] {_cut(u['line'], 200)}" for u in result["unmatched"]]
     if not result["matches"]:
         lines.append("")
-        lines.append("No catalogue entry matches this log.")
+        lines.append("No catalogue entry matches this log." + (
+            " (The problems above are placed from Megatron's source or the release index.)"
+            if result["problems"] else ""))
         lines.append("Searched words: " + (", ".join(result["searched_words"]) or "(none: no error, warning or stack line found)"))
         if result["nearest"]:
             lines.append("Nearest entries:")

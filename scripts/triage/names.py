@@ -1,0 +1,163 @@
+"""A failure about a name -> what the release index says about that name (as api_history.py does).
+
+``ImportError`` / ``ModuleNotFoundError`` on a ``megatron.*`` module or name, ``AttributeError``
+("has no attribute") on a Megatron module or class, ``TypeError`` ("unexpected keyword
+argument", "missing ... required ... argument", "takes N positional arguments but M were
+given") on a Megatron callable, config field or parameter: in which indexed releases the name (or parameter) exists, what changed for it and
+when (added, removed, renamed, moved, with the successor), and whether the user's release has
+it. The data and the name lookup are ``scripts/release_index`` (find, events, releases_of), the
+same functions ``scripts/api_history.py`` answers from.
+"""
+
+from __future__ import annotations
+
+import re
+
+import release_index as ri
+from release_index.versions import RELEASES
+
+from .source import _spans as _release_spans, indexed
+
+Q = r"['\"]"
+# (pattern, what it names); each pattern's groups: mod, name, cls, callee, param, params.
+PATTERNS = (
+    (re.compile(rf"cannot import name {Q}(?P<name>\w+){Q} from {Q}(?P<mod>megatron[\w.]*){Q}"), "import"),
+    (re.compile(rf"No module named {Q}(?P<mod>megatron[\w.]*){Q}"), "module"),
+    (re.compile(rf"module {Q}(?P<mod>megatron[\w.]*){Q} has no attribute {Q}(?P<name>\w+){Q}"), "attribute"),
+    (re.compile(rf"{Q}(?P<cls>[A-Z]\w*){Q} object has no attribute {Q}(?P<name>\w+){Q}"), "member"),
+    (re.compile(rf"(?P<callee>[\w.]+)\(\) got an unexpected keyword argument {Q}(?P<param>\w+){Q}"), "unexpected"),
+    (re.compile(r"(?P<callee>[\w.]+)\(\) missing \d+ required (?:positional |keyword-only )?arguments?: "
+                r"(?P<params>.+)$"), "missing"),
+    (re.compile(r"(?P<callee>[\w.]+)\(\) takes (?:from \d+ to )?\d+ positional arguments? but \d+ (?:were|was) given"),
+     "positional"),
+)
+MAX_EVENTS = 12
+
+
+def _callable_key(callee: str) -> str | None:
+    """GPTModel.__init__ -> GPTModel's key; TransformerConfig.__init__ -> the dataclass; f -> f."""
+    name = callee[: -len(".__init__")] if callee.endswith(".__init__") else callee
+    if name == "__init__":
+        return None
+    keys = [k for k in ri.find(name) if k.startswith("megatron")]
+    return keys[0] if keys else None
+
+
+def _params_by_release(key: str) -> dict[str, dict[str, dict]]:
+    out = {}
+    for v in RELEASES:
+        if v not in ri.releases_of(key):
+            continue
+        sig = ri.load(v).signature(key)
+        if sig is not None:
+            out[v] = {p["name"]: p for p in sig["params"]}
+    return out
+
+
+def _spans(versions) -> str:
+    return _release_spans(versions) if versions else "no indexed release"
+
+
+def _about(key: str, release: str) -> dict:
+    present = ri.releases_of(key)
+    evs = ri.events(key)
+    gone = next((e for e in reversed(evs) if e["change"] in ("removed", "renamed", "moved")), None)
+    here = release in present
+    text = f"{key} is in {_spans(present)}"
+    if gone is not None:
+        text += f"; {gone['change']} in {gone['version']}"
+        if gone["successor"]:
+            text += f" -> {gone['successor']}" + (" (inferred)" if gone["inferred"] else "")
+    added = next((e for e in evs if e["change"] == "added"), None)
+    if added is not None:
+        text += f"; added in {added['version']}"
+    return {"key": key, "kind": ri.catalog()[key]["kind"], "releases": list(present), "in_your_release": here,
+            "events": evs[:MAX_EVENTS], "successor": gone["successor"] if gone else None, "answer": text}
+
+
+def _parameter(key: str, param: str, release: str, missing: bool) -> dict | None:
+    """A parameter of callable key (or a field, for a dataclass) across releases."""
+    # A dataclass's parameter is a field: its own key (inherited fields resolve to the declaring class).
+    field = [k for k in ri.find(f"{key.split(':', 1)[1]}.{param}") if k.startswith("megatron")] if ":" in key else []
+    if field:
+        out = _about(field[0], release)
+        out["parameter"] = param
+        return out
+    by_rel = _params_by_release(key)
+    if not by_rel:
+        return None
+    has = [v for v, ps in by_rel.items() if param in ps]
+    required = [v for v, ps in by_rel.items() if param in ps and ps[param]["default"] is None
+                and ps[param]["kind"] not in ("var_positional", "var_keyword")]
+    text = f"parameter {param!r} of {key}: " + (f"in {_spans(has)}" if has else "in no indexed release")
+    if missing:
+        text += f"; required in {_spans(required)}" if required else "; never required in an indexed release"
+    sig_events = [e for e in ri.events(key) if e["change"] == "signature_changed" and param in (e["detail"] or "")]
+    return {"key": key, "kind": ri.catalog()[key]["kind"], "parameter": param, "releases": has,
+            "required_in": required, "in_your_release": release in has,
+            "events": sig_events[:MAX_EVENTS], "successor": None, "answer": text}
+
+
+def explain(line: str, release: str | None) -> dict | None:
+    """The name block for a message line, or None when the line is not about a Megatron name."""
+    rel = indexed(release)
+    for rx, what in PATTERNS:
+        m = rx.search(line)
+        if not m:
+            continue
+        g = m.groupdict()
+        if what in ("import", "attribute", "module"):
+            query = f"{g['mod']}:{g['name']}" if g.get("name") else g["mod"]
+            keys = ri.find(query)
+            elsewhere = not keys and bool(g.get("name"))
+            if elsewhere:  # never in that module: where the name lives
+                keys = [k for k in ri.find(g["name"]) if k.startswith("megatron")]
+            if not keys:
+                return {"query": query, "key": None, "kind": None, "what": what, "releases": [],
+                        "in_your_release": False, "events": [], "successor": None, "release": rel,
+                        "next_command": None,
+                        "answer": f"{query} is in no indexed release ({RELEASES[0]} to {RELEASES[-1]})"}
+            out = _about(keys[0], rel)
+            if elsewhere:
+                out["answer"] = f"{query} is in no indexed release; the name is defined as " + out["answer"]
+                out["in_your_release"] = False
+        elif what == "member":
+            keys = [k for k in ri.find(f"{g['cls']}.{g['name']}") if k.startswith("megatron")]
+            if not keys:
+                cls = [k for k in ri.find(g["cls"]) if k.startswith("megatron")]
+                if not cls:
+                    return None  # not a Megatron class
+                return {"query": f"{g['cls']}.{g['name']}", "key": None, "kind": None, "what": what,
+                        "class": cls[0], "releases": [], "in_your_release": False, "events": [],
+                        "successor": None, "release": rel,
+                        "next_command": f"python scripts/api_history.py {cls[0]}",
+                        "answer": f"{cls[0]} has no public method or field {g['name']!r} in any indexed release"}
+            out = _about(keys[0], rel)
+            query = f"{g['cls']}.{g['name']}"
+        elif what == "positional":  # the positional parameters changed: the signature's history
+            key = _callable_key(g["callee"])
+            if key is None:
+                return None
+            out = _about(key, rel)
+            out["events"] = [e for e in ri.events(key) if e["change"] == "signature_changed"][:MAX_EVENTS]
+            changes = "; ".join(f"{e['version']}: {e['detail']}" for e in out["events"]) or "none"
+            out["answer"] = f"{key}: signature changes {changes}; in {_spans(out['releases'])}"
+            query = f"{g['callee']}(...)"
+        else:
+            key = _callable_key(g["callee"])
+            if key is None:
+                return None
+            params = [g["param"]] if g.get("param") else re.findall(r"'(\w+)'", g["params"])
+            if not params:
+                return None
+            out = _parameter(key, params[0], rel, what == "missing")
+            if out is None:
+                return None
+            query = f"{g['callee']}({params[0]}=...)"
+        if out["in_your_release"] and what not in ("missing", "positional"):
+            out["answer"] += (f"; your release {rel} has it: check that the installed megatron-core is {rel} "
+                              "(pip show megatron-core) and that the import path is the one above")
+        out.update(query=query, what=what, release=rel,
+                   next_command=f"python scripts/api_history.py {out['key']}" if out.get("key") else None)
+        return out
+    return None

@@ -1,0 +1,156 @@
+"""A log line -> where Megatron prints it: the raise site in the user's release, from the release index.
+
+Every message Megatron Core and Megatron-LM raise, assert, warn or log in 0.12.3 ... 0.19.2 is in
+the release index (``scripts/release_index``, compiled from the released sources), with its
+file, function, line, the condition that prints it (source text), the config fields and flags
+that condition reads. This is the floor under the catalogue: a line no entry explains is still
+placed, and an entry's match is given its raise site too.
+
+Which site, when one text is printed in several places: the one in the traceback (file and
+function of a frame), then the same exception type, then the first in the file order; the
+user's release first, else the newest release that prints it (with a note).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from release_index import messages as rm
+from release_index.versions import DEFAULT, RELEASES, resolve_version
+
+# Text before the message itself: an exception type, a logger's level and name, the layout
+# checker's rule id, pytest's "E   ".
+_LEAD = re.compile(r"^(?:E\s{2,})?(?:[xX!]\s+\[[\w-]+\]\s+)?"
+                   r"(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s*(?:\|\s*[\w.]+\s*)?\]?:?(?:[\w.]+:)?\s*)?"
+                   r"(?:(?:[a-z_][\w]*\.)*(?:[A-Z]\w*)?(?:Error|Exception|Warning|Exit|Failure|StopIteration)\s*:\s*)?")
+MIN_COVER = 0.3  # fixed text must be this share of the message (what follows the exception type) ...
+MIN_FIXED_ALONE = 40  # ... unless it has at least this many fixed characters
+MAX_OTHER_SITES = 5
+
+
+def indexed(release: str | None) -> str:
+    """The indexed release a user's release means (0.17 -> 0.17.1); the newest for unknown or newer ones."""
+    try:
+        return resolve_version(release)[0] if release else DEFAULT
+    except ValueError:
+        return DEFAULT
+
+
+def message_part(line: str) -> str:
+    """The message without what a logger, the exception type or a checker put before it."""
+    return line[_LEAD.match(line).end():]
+
+
+def _exc_of(line: str) -> str:
+    m = re.match(r"^(?:E\s{2,})?(?:[a-z_][\w]*\.)*((?:[A-Z]\w*)?(?:Error|Exception|Warning|StopIteration))\b", line)
+    return m.group(1) if m else ""
+
+
+def _frame_hit(site: dict, frames: tuple) -> int:
+    """2: a frame at the site's file, function and line; 1: file and function; 0: none."""
+    func = site["function"].rsplit(".", 1)[-1]
+    best = 0
+    for path, line, fn in frames:
+        path = path.replace("\\", "/")
+        if (path == site["file"] or path.endswith("/" + site["file"])) and fn in (func, "?"):
+            best = max(best, 2 if line == site["line"] else 1)
+    return best
+
+
+def _rank_sites(sites: list[dict], exc: str, frames: tuple) -> list[dict]:
+    return sorted(sites, key=lambda s: (-_frame_hit(s, frames), (s["exc"] or "") != exc and bool(exc),
+                                        s["file"], s["line"]))
+
+
+def explain(event, release: str | None) -> dict | None:
+    """The source block for a message event, or None when no Megatron message is printed in it."""
+    line = event.line
+    msg = message_part(line)
+    if not msg:
+        return None
+    more = " ".join(event.following)
+    exc = _exc_of(line)
+    rel = indexed(release)
+    # The user's release first (one file read); the others only for a line it does not place.
+    lead = line[: len(line) - len(msg)]
+    worth = bool(exc) or "megatron" in lead or any("megatron/" in f[0] for f in event.frames)
+    for versions in ((rel,), RELEASES):
+        if versions == RELEASES and not worth:
+            break  # reading every release is for exceptions, warnings and Megatron's own log lines
+        hits = rm.match_printed(line, more, versions)
+        for t, score, how in hits:
+            if t.fixed < MIN_FIXED_ALONE and (t.fixed / max(len(msg), 1) < MIN_COVER or how != "template"
+                                              or not _is_the_whole_message(t.text, msg)):
+                continue  # a short text inside a longer sentence: a coincidence, not the message
+            return _block(t, score, how, exc, event.frames, rel, hits)
+    return None
+
+
+PROSE_WORDS = 3  # a value with this many words is a sentence, not a value Megatron formats in
+
+
+@functools.lru_cache(maxsize=1024)
+def _whole_rx(text: str) -> re.Pattern:
+    parts = [r"\s*".join(re.escape(w) for w in p.split()) for p in text.split("{}")]
+    return re.compile(r"\s*(.*?)\s*".join(parts))
+
+
+def _is_the_whole_message(text: str, msg: str) -> bool:
+    """A short template is the message only when it spans the whole message and what fills its
+    variable parts reads as values (a number, a name, a shape), not as words of another sentence:
+    "{} is not supported" is not "fp8 with cpu offloading is not supported"."""
+    m = _whole_rx(text).fullmatch(" ".join(msg.split()))
+    return m is not None and all(sum(w.isalpha() for w in v.split()) < PROSE_WORDS for v in m.groups())
+
+
+def _block(t: rm.Template, score: float, how: str, exc: str, frames: tuple, rel: str, hits: list) -> dict:
+    releases = rm.releases_printing(t)
+    here = rel in t.raw
+    at = rel if here else releases[-1]
+    ranked = _rank_sites([rm._site(r) for r in t.raw[at]], exc, frames)
+    site = ranked[0]
+    note = "" if here else (f"your release {rel} does not print this text; it is printed in "
+                            f"{_spans(releases)} (the site shown is {at}'s)")
+    # The wording of another release: the less specific text your release prints, when one matches too.
+    mine = None if here else next((h for h in hits if h[1] == 1.0 and rel in h[0].raw), None)
+    yours = None
+    if mine is not None:
+        s = _rank_sites([rm._site(r) for r in mine[0].raw[rel]], exc, frames)[0]
+        yours = {"file": s["file"], "function": s["function"], "line": s["line"], "text": mine[0].text,
+                 "condition": s["condition"], "fields": s["fields"], "flags": s["flags"]}
+        note += f"; in {rel} the same line is printed by {s['file']}:{s['line']} ({s['function']}): {mine[0].text}"
+    return {
+        "file": site["file"], "function": site["function"], "line": site["line"],
+        "kind": site["kind"], "exc": site["exc"], "condition": site["condition"],
+        "fields": site["fields"], "flags": site["flags"],
+        "text": t.text, "release": at, "in_your_release": here, "releases": list(releases),
+        "other_sites": [{"file": s["file"], "function": s["function"], "line": s["line"]}
+                        for s in ranked[1:1 + MAX_OTHER_SITES]],
+        "score": score, "how": how, "note": note,
+        "frame_agrees": bool(_frame_hit(site, frames)), "your_release_site": yours,
+    }
+
+
+def _spans(versions) -> str:
+    """0.12.3, 0.13.1, 0.14.0 -> "0.12.3-0.14.0" (runs of consecutive indexed releases)."""
+    idx = sorted(RELEASES.index(v) for v in versions)
+    runs, start = [], idx[0]
+    for a, b in zip(idx, idx[1:] + [None]):
+        if b != a + 1:
+            runs.append(RELEASES[start] if start == a else f"{RELEASES[start]}-{RELEASES[a]}")
+            start = b
+    return ", ".join(runs)
+
+
+def history(block: dict) -> list[dict]:
+    """The wordings of the check at this site across releases (release_index.check_history), oldest first."""
+    site = {k: block[k] for k in ("kind", "exc", "file", "function", "line")}
+    site["text"] = next((s["text"] for s in _sites_at(block) if s["line"] == block["line"]), block["text"])
+    return [{"versions": r["versions"], "text": r["text"]}
+            for r in rm.check_history(block["release"], site, fast=True)]
+
+
+def _sites_at(block: dict) -> list[dict]:
+    return [s for s in rm._messages_of(block["release"])
+            if s["file"] == block["file"] and s["function"] == block["function"]]

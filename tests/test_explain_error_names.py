@@ -1,0 +1,144 @@
+"""Failures about a name are answered from the release index, as api_history.py answers them.
+
+The failures are real: each is raised by the installed megatron-core 0.19.2 (and 0.16.1 in
+.venv-0161 when present) in a child process, and the text Python prints is pasted. The answer
+(in which releases the name or parameter exists, what changed and when) must agree with what
+``api_history.py --json`` prints for the same name: one data source, one lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
+
+import triage  # noqa: E402
+import triage_logs as tl  # noqa: E402
+
+OLD_PY = REPO / ".venv-0161" / "bin" / "python"
+# Each probe runs one statement in the child and prints the exception line Python prints.
+PROBES = {
+    "module_removed": "import megatron.core.transformer.custom_layers.transformer_engine",
+    "import_name": "from megatron.core.parallel_state import get_tensor_model_parallel_group_if_none",
+    "module_attr": "import megatron.core.parallel_state as ps; ps.get_tensor_model_parallel_group_if_none",
+    "config_kw": ("from megatron.core.transformer.transformer_config import TransformerConfig; "
+                  "TransformerConfig(num_layers=2, hidden_size=8, num_attention_heads=2, moe_extended_tp=True)"),
+    "config_attr": ("from megatron.core.transformer.transformer_config import TransformerConfig; "
+                    "TransformerConfig(num_layers=2, hidden_size=8, num_attention_heads=2).moe_extended_tp"),
+    "gpt_missing": "from megatron.core.models.gpt.gpt_model import GPTModel; GPTModel()",
+    "too_many_positional": ("from megatron.core.parallel_state import initialize_model_parallel; "
+                            "initialize_model_parallel(*range(30))"),
+    "new_field_on_old": ("from megatron.core.transformer.transformer_config import TransformerConfig; "
+                         "TransformerConfig(num_layers=2, hidden_size=8, num_attention_heads=2, "
+                         "fused_residual_rmsnorm=True)"),
+}
+CHILD = """
+import json, sys, traceback
+out = {}
+for key, stmt in json.loads(sys.argv[1]).items():
+    try:
+        exec(stmt, {})
+        out[key] = None
+    except BaseException as e:
+        out[key] = traceback.format_exception_only(type(e), e)[-1].strip()
+print(json.dumps(out))
+"""
+
+
+def _raised(python: Path) -> dict:
+    r = subprocess.run([str(python), "-c", CHILD, json.dumps(PROBES)], capture_output=True, text=True,
+                       timeout=300, cwd="/", env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def raised_0192():
+    return _raised(REPO / ".venv" / "bin" / "python")
+
+
+def _history(name: str) -> dict:
+    r = subprocess.run([sys.executable, str(REPO / "scripts" / "api_history.py"), "--json", name],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _name(text: str, version: str) -> dict:
+    result = triage.match_log(tl.multi_rank_log(text, ranks=(0, 2)), megatron_version=version)
+    assert result["names"], text
+    return result["names"][0]
+
+
+def test_a_removed_module(raised_0192):
+    n = _name(raised_0192["module_removed"], "0.19.2")
+    h = _history(n["key"])
+    assert n["key"] == "megatron.core.transformer.custom_layers.transformer_engine"
+    assert n["releases"] == h["releases"] and not n["in_your_release"]
+    assert [e["change"] for e in n["events"]] == [e["change"] for e in h["events"]]
+    assert "removed in 0.17.1" in n["answer"]
+
+
+@pytest.mark.parametrize("probe", ["import_name", "module_attr"])
+def test_a_name_that_lives_elsewhere(raised_0192, probe):
+    n = _name(raised_0192[probe], "0.19.2")
+    assert n["key"] == "megatron.core.utils:get_tensor_model_parallel_group_if_none"
+    assert "megatron.core.parallel_state:get_tensor_model_parallel_group_if_none is in no indexed release" in n["answer"]
+    assert n["releases"] == _history(n["key"])["releases"]
+
+
+@pytest.mark.parametrize("probe", ["config_kw", "config_attr"])
+def test_a_removed_config_field(raised_0192, probe):
+    n = _name(raised_0192[probe], "0.19.2")
+    h = _history("TransformerConfig.moe_extended_tp")
+    assert n["key"] == h["name"] and n["releases"] == h["releases"]
+    assert not n["in_your_release"] and "removed in 0.17.1" in n["answer"]
+    assert n["next_command"] == f"python scripts/api_history.py {h['name']}"
+
+
+def test_missing_required_parameters(raised_0192):
+    n = _name(raised_0192["gpt_missing"], "0.19.2")
+    assert n["key"] == "megatron.core.models.gpt.gpt_model:GPTModel" and n["parameter"] == "config"
+    assert n["required_in"] == list(_history("GPTModel")["releases"])
+
+
+def test_too_many_positional_arguments(raised_0192):
+    text = raised_0192["too_many_positional"]
+    assert "positional argument" in text, text
+    n = _name(text, "0.19.2")
+    h = _history("megatron.core.parallel_state:initialize_model_parallel")
+    assert n["key"] == h["name"]
+    assert n["events"] == [e for e in h["events"] if e["change"] == "signature_changed"][:len(n["events"])]
+    assert n["events"] and n["events"][0]["version"] in n["answer"]
+
+
+@pytest.mark.skipif(not OLD_PY.exists(), reason="no .venv-0161 (tests/fixtures/make_old_env.sh builds it)")
+def test_a_field_added_after_the_users_release():
+    text = _raised(OLD_PY)["new_field_on_old"]
+    assert text and "fused_residual_rmsnorm" in text, text
+    n = _name(text, "0.16.1")
+    h = _history("TransformerConfig.fused_residual_rmsnorm")
+    assert n["releases"] == h["releases"] and n["releases"][0] == "0.17.1"
+    assert not n["in_your_release"] and "added in 0.17.1" in n["answer"]
+
+
+def test_a_name_outside_megatron_is_not_answered():
+    result = triage.match_log("ImportError: cannot import name 'foo' from 'transformer_engine.pytorch'\n"
+                              "AttributeError: 'Tensor' object has no attribute 'main_grad'\n")
+    assert result["names"] == []
+
+
+def test_names_are_answered_under_plain_python3_without_the_index_loader_importing_torch():
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import triage; "
+            "r = triage.match_log(\"AttributeError: 'TransformerConfig' object has no attribute 'moe_extended_tp'\\n\"); "
+            "assert r['names'][0]['key'].endswith('moe_extended_tp'), r['names']; "
+            "assert not {'torch', 'megatron'} & set(sys.modules)")
+    r = subprocess.run(["python3", "-c", code, str(REPO / "scripts")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
