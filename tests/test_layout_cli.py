@@ -75,10 +75,25 @@ def test_ranks_json_and_text_rank_map():
     assert "rank     5: node    1 gpu  1" in text
 
 
+def check_plan_page(rc, data, limit=20):
+    """--plan exits 0 and prints the first ``limit`` of ``plan_count`` layouts."""
+    assert rc == 0, rc
+    assert len(data["plan"]) == min(limit, data["plan_count"]), (len(data["plan"]),
+                                                                 data["plan_count"])
+
+
+@pytest.mark.parametrize("rc,shown,count", [(1, 20, 40), (0, 20, 5), (0, 3, 40)])
+def test_plan_page_check_fails_on_broken_output(rc, shown, count):
+    """The check above fails on a wrong exit code or a wrong page size (before it was
+    fixed, operator precedence let any exit code pass once there were 20+ plans)."""
+    with pytest.raises(AssertionError):
+        check_plan_page(rc, {"plan": [{}] * shown, "plan_count": count})
+
+
 def test_plan_lists_valid_layouts_best_first():
     rc, out, _ = run(["--world-size", 64, "--plan", "--json"] + MODEL)
     data = json.loads(out)
-    assert rc == 0 and data["plan_count"] == len(data["plan"]) or data["plan_count"] > 20
+    check_plan_page(rc, data)
     for plan in data["plan"]:
         argv = ["--world-size", "64"] + MODEL + plan["flags"].split()
         assert rules.check(flags.parse_layout(argv)[0]).valid, plan

@@ -166,13 +166,20 @@ LayoutInput.__doc__ = (
 )
 
 
+# Every integer flag is bounded: no real layout needs a size beyond 2**31 - 1
+# (torch's int32 tensor sizes), and unbounded sizes make the fix search slow.
+MAX_INT = (1 << 31) - 1
+
+
 def _int_type(minimum):
     def convert(text):
-        if not re.fullmatch(r"\s*[+-]?\d+\s*", text or ""):
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+        if not re.fullmatch(r"\s*[+-]?\d{1,30}\s*", text or ""):
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}")
         value = int(text)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        if value > MAX_INT:
+            raise argparse.ArgumentTypeError(f"must be <= {MAX_INT:,}, got {value}")
         return value
     convert.__name__ = "int"
     return convert

@@ -294,7 +294,7 @@ def layout_string(c):
     try:
         stages = D.unroll_layout(text)
     except D.LayoutTooLong:
-        return ("the layout expands to more than 10,000,000 layers",
+        return (f"the layout expands to more than {D.MAX_LAYOUT_CHARS:,} characters",
                 "write the layout with the real number of stages and layers")
     except ValueError as exc:
         ch = str(exc)
@@ -466,12 +466,22 @@ def uneven_negative(c):
 
 
 def _uneven_fix(num_layers, pp, first, last):
+    """The first/last stage sizes nearest the given ones that leave a positive
+    multiple of the middle stage count (searched per residue, not per pair)."""
+    mid = pp - 2
+    if pp < 3:
+        return f"use an even split (PP dividing {num_layers})"
     options = []
-    for f in range(1, num_layers + 1):
-        for la in range(1, num_layers + 1):
-            rest, mid = num_layers - f - la, pp - 2
-            if pp >= 3 and rest > 0 and rest % mid == 0:
-                options.append((abs(f - (first or f)) + abs(la - (last or la)), f, la, rest // mid))
+    centre = 1 if first is None else min(max(first, 1), max(1, num_layers - 2))
+    for f in range(max(1, centre - mid), min(num_layers - 2, centre + 2 * mid) + 1):
+        top = num_layers - f - 1  # the largest last stage leaving a middle layer
+        target = min(max(last if last is not None else 1, 1), top)
+        base = target - (target - (num_layers - f)) % mid  # same residue, <= target
+        for la in (base - mid, base, base + mid):
+            rest = num_layers - f - la
+            if la >= 1 and rest > 0 and rest % mid == 0:
+                cost = abs(f - (first or f)) + abs(la - (last or la))
+                options.append((cost, f, la, rest // mid))
     if not options:
         return f"use an even split (PP dividing {num_layers})"
     options.sort()
