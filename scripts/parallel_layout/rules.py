@@ -30,6 +30,8 @@ LAYOUT = "megatron/core/transformer/pipeline_parallel_layer_layout.py"
 UTILS = "megatron/core/utils.py ensure_divisibility (via ColumnParallelLinear/RowParallelLinear)"
 MAPPINGS = "megatron/core/tensor_parallel/mappings.py _split_along_first_dim"
 CALC = "megatron/core/num_microbatches_calculator.py ConstantNumMicroBatchesCalculator"
+ATTN = ("megatron/core/transformer/attention.py Attention.__init__ / "
+        "SelfAttention.get_query_key_value_tensors")
 V0192 = "0.19.2"
 
 
@@ -222,6 +224,29 @@ def query_groups_tp(c):
             "--num-query-groups")
 
 
+def heads_query_groups(c):
+    """Attention splits the fused QKV output into groups of np/ng query heads:
+    the forward pass reshapes it to [s, b, ng, (np/ng + 2) * hn] (np, ng per
+    TP rank), which fails when the heads do not divide into the groups.  (With
+    fewer groups than TP ranks, TP divides the heads and the groups divide TP,
+    so the heads divide into the groups.)"""
+    h, g = c.L.num_attention_heads, D.num_query_groups(c.L)
+    need(h, g)
+    if h % g == 0 or g % c.tp or h % c.tp or c.L.multi_latent_attention:
+        return None  # heads-divisible-by-tp / query-groups-vs-tp stop the others earlier
+    hn = D.kv_channels(c.L)
+    need(hn)
+    np_, ng = h // c.tp, g // c.tp
+    s = c.L.seq_length // c.cp if c.L.seq_length else "s"
+    b = c.L.micro_batch_size or "b"
+    size = (s * b * (np_ + 2 * ng) * hn) if isinstance(s, int) and isinstance(b, int) \
+        else f"{s} * {b} * {(np_ + 2 * ng) * hn}"
+    return (f"shape '[{s}, {b}, {ng}, {(np_ // ng + 2) * hn}]' is invalid for input of size "
+            f"{size}",
+            f"use --num-query-groups in {fmt_list([d for d in divisors(h) if d % c.tp == 0][-4:])}"
+            f" (divisors of {h} heads that TP={c.tp} divides)")
+
+
 def hidden_heads(c):
     h, a = c.L.hidden_size, c.L.num_attention_heads
     need(h, a)
@@ -237,6 +262,34 @@ def ep_needs_experts(c):
         return None
     return ("num_experts must be non None to use expert model parallelism",
             "set --num-experts, or use --expert-model-parallel-size 1 for a dense model")
+
+
+def fp16_expert_parallel(c):
+    """0.12.3-0.15.3 validate_args (Expert parallelism check); 0.16.1 dropped it."""
+    if c.ep == 1 or not c.L.fp16 or c.version >= (0, 16):
+        return None
+    return ("Expert parallelism is not supported with fp16 training.",
+            "use --bf16, or --expert-model-parallel-size 1 (0.16.1 and later accept fp16 "
+            "with expert parallelism)")
+
+
+def tp_pp_dp_mapping_experts(c):
+    """initialize_model_parallel: with --use-tp-pp-dp-mapping (order
+    tp-cp-ep-pp-dp, not ending in pp) and PP > 1, the expert grid's DP must
+    equal the dense DP, i.e. ETP*EP == TP*CP."""
+    L = c.L
+    if not L.use_tp_pp_dp_mapping or c.pp == 1 or c.dp is None:
+        return None
+    g = c.etp * c.ep * c.pp
+    if c.world % g:
+        return None  # expert-grid-divisible reports it
+    edp = c.world // g
+    if edp == c.dp:
+        return None
+    return ("When not using pp-last rank ordering, the data parallel size of the attention and "
+            "moe layers must be the same",
+            f"make ETP*EP equal TP*CP={c.tp * c.cp} (expert DP {edp} vs DP {c.dp}), or drop "
+            "--use-tp-pp-dp-mapping")
 
 
 def experts_ep(c):
@@ -756,7 +809,14 @@ def torch_dcp(c):
 
 
 def moe_bias_etp(c):
-    if not c.experts or not c.L.add_bias_linear or c.etp == 1:
+    """TransformerConfig: 0.12.3-0.14.0 reject any bias with MoE; from 0.15
+    (checked 0.15.0, 0.15.3) only with ETP > 1."""
+    if not c.experts or not c.L.add_bias_linear:
+        return None
+    if c.version < (0, 15):
+        return ("Bias is not supported for MoE",
+                "add --disable-bias-linear (0.15 and later allow biases with ETP 1)")
+    if c.etp == 1:
         return None
     return ("Bias in Moe is only supported when ETP==1",
             "add --disable-bias-linear, or use --expert-tensor-parallel-size 1")
@@ -1162,9 +1222,15 @@ RULES = (
     _r("query-groups-vs-tp", "error", TC, query_groups_tp,
        versions="0.12.3-0.19.2: multiple only to 0.15.3, multiple or divisor from "
                 "0.16.1"),
+    _r("heads-divisible-by-query-groups", "error", ATTN, heads_query_groups,
+       late="in the first forward pass (the QKV reshape)", versions="0.12.3-0.19.2"),
     _r("hidden-divisible-by-heads", "error", ARGS, hidden_heads),
     _r("ep-needs-experts", "error", ARGS, ep_needs_experts, versions="0.12.3-0.19.2"),
     _r("experts-divisible-by-ep", "error", ARGS, experts_ep, versions="0.12.3-0.19.2"),
+    _r("fp16-expert-parallel", "error", ARGS, fp16_expert_parallel,
+       versions="0.12.3-0.15.3 (removed in 0.16.1)"),
+    _r("tp-pp-dp-mapping-expert-dp", "error", PS, tp_pp_dp_mapping_experts,
+       versions="0.12.3-0.19.2"),
     _r("seq-divisible-by-2cp", "error", ARGS, seq_cp, versions="0.12.3-0.19.2"),
     _r("max-position-covers-seq", "error", ARGS, max_pos, versions="0.12.3-0.19.2"),
     _r("vpp-options-exclusive", "error", ARGS, vpp_exclusive, versions="0.13.1-0.19.2"),
@@ -1183,7 +1249,8 @@ RULES = (
     _r("account-split-with-vpp", "error", TC, account_split, versions="0.12.3-0.19.2"),
     _r("vpp-layers-at-build", "error", BLOCK, vpp_even_build,
        late="when the model is built (get_num_layers_to_build)", versions="0.12.3-0.19.2"),
-    _r("moe-bias-needs-etp1", "error", TC, moe_bias_etp, versions="0.15.3-0.19.2"),
+    _r("moe-bias-needs-etp1", "error", TC, moe_bias_etp,
+       versions="0.12.3-0.19.2: no bias with MoE to 0.14.0, ETP 1 from 0.15.0"),
     _r("moe-ffn-without-experts", "error", TC, moe_ffn_without_experts, versions="0.18.2-0.19.2"),
     _r("moe-layer-pattern-length", "error",
        "megatron/core/models/gpt/gpt_layer_specs.py get_gpt_decoder_block_spec",

@@ -119,6 +119,14 @@ def _features(L):
         out["--max-position-embeddings"] = [L.seq_length]
     if L.add_bias_linear and D.num_experts(L):
         out["--disable-bias-linear"] = [True]
+    heads, groups = L.num_attention_heads, D.num_query_groups(L)
+    if heads and groups and heads % groups:
+        out["--num-query-groups"] = _near(_divisors(heads), groups, 4)
+    if L.use_tp_pp_dp_mapping:
+        out["--use-tp-pp-dp-mapping"] = [None]
+    if L.fp16 and L.expert_model_parallel_size > 1:
+        out["--fp16"] = [None]
+        out["--bf16"] = [True]
     if L.recompute_granularity == "full":
         if L.recompute_method is None:
             out["--recompute-method"] = ["uniform"]

@@ -30,7 +30,13 @@ STAGES = ("validate_args", "TransformerConfig", "initialize_model_parallel",
           "num_microbatches_calculator", "get_num_layers_to_build", "hybrid_segments",
           "layer_specs",
           "linear_layers",
-          "interleaved_schedule", "sequence_parallel_split")
+          "interleaved_schedule", "sequence_parallel_split", "attention_forward")
+
+# What validate_args asks the GPU, answered as an H100 would (compute
+# capability 9.0): get_device_arch_version (CUDA_DEVICE_MAX_CONNECTIONS
+# checks) and torch.cuda.get_device_capability (--moe-grouped-gemm).
+# tests/test_layout_launch_cases.py scans validate_args for every other CUDA query.
+DEVICE_CAPABILITY = (9, 0)
 
 # Largest linear layer (elements per rank) the oracle builds on CPU.
 MAX_BUILD_ELEMENTS = 5_000_000
@@ -152,7 +158,9 @@ def _validate(layout):
     args.rank, args.world_size = 0, layout.world_size
     # _print_args only prints (and dominates the run time); the GPU generation
     # cannot be read on CPU.
-    with mock.patch.object(A, "get_device_arch_version", lambda: 9), \
+    with mock.patch.object(A, "get_device_arch_version", lambda: DEVICE_CAPABILITY[0]), \
+            mock.patch.object(A.torch.cuda, "get_device_capability",
+                              lambda *a, **k: DEVICE_CAPABILITY), \
             mock.patch.object(A, "_print_args", lambda *a, **k: None):
         A.validate_args(args)
     return args
@@ -180,6 +188,9 @@ def _init_model_parallel(args, vpp):
                 num_distributed_optimizer_instances=args.num_distributed_optimizer_instances,
                 local_world_size=args.world_size,
                 create_gloo_process_groups=False,
+                # as megatron/training/initialize.py _initialize_distributed passes it
+                order="tp-cp-ep-pp-dp" if getattr(args, "use_tp_pp_dp_mapping", False)
+                else "tp-cp-ep-dp-pp",
             )
     except _Reached:
         pass
@@ -330,6 +341,35 @@ def _sequence_parallel_split(args):
     mappings._split_along_first_dim(local, group=GroupOfSize(args.tensor_model_parallel_size))
 
 
+def _attention_forward(args, config):
+    """The first step of a real SelfAttention's forward (the local spec) with
+    the sizes of one TP rank (heads and query groups divided by TP):
+    get_query_key_value_tensors reshapes the fused QKV output by query group.
+    Only the output width matters, so the input is 8 wide."""
+    import types
+    import torch
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer import TransformerConfig
+    from megatron.core.transformer.spec_utils import build_module
+    tp = args.tensor_model_parallel_size
+    heads, groups = config.num_attention_heads, config.num_query_groups
+    if config.multi_latent_attention or groups < tp:
+        return
+    small = TransformerConfig(num_layers=1, hidden_size=8, num_attention_heads=heads // tp,
+                              num_query_groups=groups // tp, kv_channels=config.kv_channels,
+                              use_cpu_initialization=True, perform_initialization=False,
+                              add_bias_linear=False)
+    spec = get_gpt_layer_local_spec().submodules.self_attention
+    attention = build_module(spec, config=small, layer_number=1,
+                             pg_collection=types.SimpleNamespace(tp=GroupOfSize(1),
+                                                                 cp=GroupOfSize(1)))
+    s, b = args.seq_length // args.context_parallel_size, args.micro_batch_size or 1
+    if s * b * (heads + 2 * groups) // tp * config.kv_channels > MAX_BUILD_ELEMENTS:
+        s, b = 16, 1  # the reshape fails or not whatever the sequence: keep it small
+    with torch.no_grad():  # the forward's first step (the core attention needs CUDA buffers)
+        attention.get_query_key_value_tensors(torch.zeros(s, b, 8))
+
+
 def megatron_verdict(layout):
     """``{"accepted": bool, "stage": name or None, "error": message or None}``."""
     from megatron.training.argument_utils import core_transformer_config_from_args
@@ -357,6 +397,8 @@ def megatron_verdict(layout):
             _interleaved_schedule(args, config)
             stage = STAGES[9]
             _sequence_parallel_split(args)
+            stage = STAGES[10]
+            _attention_forward(args, config)
     except (AssertionError, ValueError, RuntimeError, ZeroDivisionError, TypeError,
             NotImplementedError, KeyError, SystemExit) as exc:
         message = str(exc) or f"{type(exc).__name__} (no message)"
