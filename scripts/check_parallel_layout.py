@@ -71,6 +71,11 @@ def build_parser():
     parser.add_argument("--verify", action="store_true",
                         help="also run the installed Megatron on the whole command; a "
                              "disagreement exits 1 with both verdicts")
+    parser.add_argument("--entry", metavar="SCRIPT",
+                        help="the Megatron-LM entry script the flags go to (default "
+                             "pretrain_gpt.py); the arguments of known entry scripts "
+                             "(examples/multimodal/train.py, the ModelOpt finetune.py, ...) "
+                             "are legal; under an unknown one, unknown flags are warnings")
     parser.add_argument("--megatron-version", metavar="X.Y",
                         help="apply the rules and flag set of this release (0.12-0.19; "
                              "default: the installed megatron-core, else 0.19.2)")
@@ -137,7 +142,10 @@ def text_report(layout, result, unknown, extra):
         lines.append("Known to Megatron-LM, not used for the layout: "
                      + " ".join(sorted_flags["irrelevant"]))
     if sorted_flags["unknown"]:
-        lines.append("Unknown to this release (Megatron-LM exits at argument parsing): "
+        from parallel_layout.entries import known, resolve
+        entry = resolve(layout.entry)
+        lines.append("Unknown to this release (Megatron-LM exits at argument parsing"
+                     + ("" if known(entry) else f" unless {entry.name} adds them") + "): "
                      + " ".join(u["flag"] for u in sorted_flags["unknown"]))
     if "ranks" in extra:
         lines += rank_map_lines(layout, extra["ranks"], extra["rank_map"])
@@ -210,7 +218,8 @@ def classify_flags(argv, layout):
     megatron = {f.option for f in FLAGS}
     own = checker - megatron  # the checker's own options are not Megatron's
     tokens = [t for t, _ in _strip_own(argv, own)]
-    return classify(tokens, layout.megatron_version, megatron)
+    from parallel_layout.entries import resolve
+    return classify(tokens, layout.megatron_version, megatron, resolve(layout.entry).flags)
 
 
 def _strip_own(argv, own):
@@ -254,6 +263,7 @@ def run(argv):
     layout = layout_from_namespace(args)
     layout.other_flags = tuple(unknown)
     layout.megatron_version = version
+    layout.entry = args.entry
     resolve_release_dependent(layout)
     if args.plan_limit < 0:
         raise BadInput("--plan-limit must be >= 0")

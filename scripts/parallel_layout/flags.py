@@ -145,9 +145,10 @@ WORLD_FLAGS = (
 DEFAULT_GPUS_PER_NODE = 8
 
 
-# Not flags: the release the rules follow (--megatron-version, resolved) and
-# the pasted arguments the checker did not parse (other Megatron-LM flags).
-EXTRA_FIELDS = (("megatron_version", None), ("other_flags", ()))
+# Not flags: the release the rules follow (--megatron-version, resolved), the
+# pasted arguments the checker did not parse (other Megatron-LM flags) and the
+# entry script (--entry; None: pretrain_gpt.py, parallel_layout.entries).
+EXTRA_FIELDS = (("megatron_version", None), ("other_flags", ()), ("entry", None))
 
 
 def _fields():

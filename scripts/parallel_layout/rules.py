@@ -868,12 +868,36 @@ def given_flags(L):
 
 
 def unknown_flags(c):
+    """Flags neither the release nor the entry script (--entry) knows.  Under an
+    entry the checker does not know, they are the warning unknown-flag-entry."""
+    from . import entries
+    entry = entries.resolve(c.L.entry)
+    if not entries.known(entry):
+        return None
+    return _unknown_flag_report(c, entry)
+
+
+def unknown_flags_entry(c):
+    from . import entries
+    entry = entries.resolve(c.L.entry)
+    if entries.known(entry):
+        return None
+    found = _unknown_flag_report(c, entry)
+    if found is None:
+        return None
+    message, fix = found
+    return (f"{message} (not Megatron-LM's flags; the entry script {entry.name} is not one "
+            "the checker knows, and may add them)",
+            f"check that {entry.name} adds them (its extra_args_provider); otherwise: {fix}")
+
+
+def _unknown_flag_report(c, entry):
     from . import catalog
     version = c.L.megatron_version or DEFAULT_VERSION
     known = catalog.release_flags(version)
     if known is None:
         return None
-    bad = [(o, v) for o, v in given_flags(c.L) if o not in known]
+    bad = [(o, v) for o, v in given_flags(c.L) if o not in known and o not in entry.flags]
     if not bad:
         return None
     hints = []
@@ -889,6 +913,21 @@ def unknown_flags(c):
             hints.append(f"{option} is not a Megatron-LM flag in any release 0.12-0.19")
     return ("unrecognized arguments: " + " ".join(" ".join([o] + v) for o, v in bad),
             f"Megatron-LM {version} stops at argument parsing: " + "; ".join(hints))
+
+
+def w_entry_conditional_flags(c):
+    """Flags an entry adds only under a condition (pretrain_gpt.py adds the
+    ModelOpt arguments only when nvidia-modelopt is installed)."""
+    from . import catalog, entries
+    entry = entries.resolve(c.L.entry)
+    if not entry.condition:
+        return None
+    known = catalog.release_flags(c.L.megatron_version or DEFAULT_VERSION) or {}
+    used = [o for o, _ in given_flags(c.L) if o in entry.flags and o not in known]
+    if not used:
+        return None
+    return (f"{' '.join(used)}: {entry.path} adds them only when `{entry.condition}` "
+            f"({entry.provider})", "install nvidia-modelopt where the job runs")
 
 
 def hybrid_pattern(c):
@@ -1287,6 +1326,10 @@ RULES = (
        late="during training, when the schedule reaches that batch size", versions=V_STEP),
     _r("decoder-seq-length", "error", ARGS, decoder_seq),
     _r("incomplete-input", "warning", ARGS, w_missing_model),
+    _r("unknown-flag-entry", "warning", "the entry script's extra_args_provider (--entry)",
+       unknown_flags_entry),
+    _r("entry-conditional-flags", "warning", "the entry script's extra_args_provider (--entry)",
+       w_entry_conditional_flags),
     _r("sp-without-tp", "warning", ARGS, w_sp_without_tp),
     _r("moe-tp-without-sp", "warning", MPC, w_moe_tp_without_sp),
     _r("tp-without-sp", "warning", "Korthikanti et al. 2022, Table 2", w_tp_without_sp),

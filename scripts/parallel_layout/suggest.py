@@ -156,12 +156,14 @@ def _unknown(L):
     """Drop each flag the release does not know (adding its successor)."""
     from .rules import DEFAULT_VERSION, given_flags
     from . import catalog
+    from .entries import resolve
     known = catalog.release_flags(L.megatron_version or DEFAULT_VERSION)
     if known is None:
         return {}
+    entry = resolve(L.entry).flags
     out = {}
     for option, _ in given_flags(L):
-        if option not in known:
+        if option not in known and option not in entry:
             out[option] = [None]
             successor = (catalog.history().get(option) or {}).get("successor")
             if successor in known and successor in BY_OPTION \
