@@ -89,12 +89,18 @@ def test_interleaved_group_fix_is_never_an_empty_range():
 
 def test_query_group_fix_respects_the_heads_rule():
     """The issue's example: 5 query groups, TP 2, 16 heads: TP 5 or 10 would
-    break heads % TP; only TP 1 works."""
-    _, _, v = violation_of("query-groups-vs-tp",
-                           "--world-size 16 --tensor-model-parallel-size 2 "
-                           "--group-query-attention --num-query-groups 5 --global-batch-size 32")
+    break heads % TP, and TP 1, which the configuration checks accept, fails in
+    the forward pass (16 heads do not split into 5 groups): no layout holds this
+    model, so no layout is suggested and the fix names the query groups."""
+    layout, result, v = violation_of("query-groups-vs-tp",
+                                     "--world-size 16 --tensor-model-parallel-size 2 "
+                                     "--group-query-attention --num-query-groups 5 "
+                                     "--global-batch-size 32")
     assert "use TP in 1 " in v.fix and "5" not in v.fix.split("(")[0].replace("use TP in 1", "")
-    assert v.suggestions == [{"--tensor-model-parallel-size": 1}]
+    assert v.suggestions == []
+    one = rules.check(suggest.apply(layout, {"--tensor-model-parallel-size": 1}))
+    assert [x.rule for x in one.violations] == ["heads-divisible-by-query-groups"]
+    assert "--num-query-groups" in one.violations[0].fix
 
 
 @st.composite

@@ -130,6 +130,11 @@ FLAGS = (
     Flag("--overlap-moe-expert-parallel-comm", "overlap_moe_expert_parallel_comm", "true",
          False),
     Flag("--decoder-seq-length", "decoder_seq_length", "size", None),
+    # --deterministic-mode's requirements (rules.deterministic_mode)
+    Flag("--deterministic-mode", "deterministic_mode", "true", False),
+    Flag("--tp-comm-overlap", "tp_comm_overlap", "true", False),
+    Flag("--cross-entropy-loss-fusion", "cross_entropy_loss_fusion", "true", False),
+    Flag("--use-flash-attn", "use_flash_attn", "true", False),
 )
 
 # Flags of the checker itself (not Megatron's): the cluster shape.

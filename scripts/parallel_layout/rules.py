@@ -1080,6 +1080,37 @@ def step_schedule_divisible(c):
     return None
 
 
+# megatron/training/determinism.py (0.19): options --deterministic-mode needs, in order
+DETERMINISM_REQUIRED = (("cross_entropy_loss_fusion", False), ("tp_comm_overlap", False))
+
+
+def deterministic_mode(c):
+    """validate_args with --deterministic-mode: 0.19 asserts the options of
+    determinism.ARG_VALUES_REQUIRED_FOR_DETERMINISM; 0.12-0.18 refused flash
+    attention and the fused cross entropy (and an unset NCCL_ALGO, which the
+    checker cannot see)."""
+    L = c.L
+    if not L.deterministic_mode:
+        return None
+    if c.version >= (0, 19):
+        mismatched = [f"{name}={required!r} (got {getattr(L, name)!r})"
+                      for name, required in DETERMINISM_REQUIRED
+                      if getattr(L, name) != required]
+        if not mismatched:
+            return None
+        return (f"--deterministic-mode requires: {', '.join(mismatched)}. Adjust these options "
+                "to continue.", "drop " + " ".join(
+                    "--" + name.replace("_", "-") for name, required in DETERMINISM_REQUIRED
+                    if getattr(L, name) != required))
+    if L.use_flash_attn:
+        return ("Flash attention can not be used in deterministic mode.",
+                "drop --use-flash-attn")
+    if L.cross_entropy_loss_fusion:
+        return ("Cross Entropy Fusion is currently not deterministic.",
+                "drop --cross-entropy-loss-fusion")
+    return None
+
+
 def decoder_seq(c):
     L = c.L
     if L.decoder_seq_length is None or L.max_position_embeddings is None \
@@ -1262,12 +1293,14 @@ RULES = (
        versions="0.12.3-0.19.2: multiple only to 0.15.3, multiple or divisor from "
                 "0.16.1"),
     _r("heads-divisible-by-query-groups", "error", ATTN, heads_query_groups,
-       late="in the first forward pass (the QKV reshape)", versions="0.12.3-0.19.2"),
+       late="in the first forward pass (the QKV reshape)",
+       versions="0.12.3-0.19.2 (the reshape in attention.py; the message is torch's)"),
     _r("hidden-divisible-by-heads", "error", ARGS, hidden_heads),
     _r("ep-needs-experts", "error", ARGS, ep_needs_experts, versions="0.12.3-0.19.2"),
     _r("experts-divisible-by-ep", "error", ARGS, experts_ep, versions="0.12.3-0.19.2"),
     _r("fp16-expert-parallel", "error", ARGS, fp16_expert_parallel,
-       versions="0.12.3-0.15.3 (removed in 0.16.1)"),
+       versions="0.12.3-0.15.3 in validate_args (0.16.1 on, the message is left only in "
+                "yaml_arguments.py validate_yaml, the --yaml-cfg path)"),
     _r("tp-pp-dp-mapping-expert-dp", "error", PS, tp_pp_dp_mapping_experts,
        versions="0.12.3-0.19.2"),
     _r("seq-divisible-by-2cp", "error", ARGS, seq_cp, versions="0.12.3-0.19.2"),
@@ -1325,6 +1358,10 @@ RULES = (
     _r("step-batch-size-divisible", "error", STEP + ".update", step_schedule_divisible,
        late="during training, when the schedule reaches that batch size", versions=V_STEP),
     _r("decoder-seq-length", "error", ARGS, decoder_seq),
+    _r("deterministic-mode-options", "error", ARGS + "; megatron/training/determinism.py",
+       deterministic_mode, versions="0.12.3-0.19.2: tp_comm_overlap and the fused cross "
+                                    "entropy from 0.19 (determinism.py); flash attention and "
+                                    "the fused cross entropy before"),
     _r("incomplete-input", "warning", ARGS, w_missing_model),
     _r("unknown-flag-entry", "warning", "the entry script's extra_args_provider (--entry)",
        unknown_flags_entry),

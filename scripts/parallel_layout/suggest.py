@@ -119,9 +119,12 @@ def _features(L):
         out["--max-position-embeddings"] = [L.seq_length]
     if L.add_bias_linear and D.num_experts(L):
         out["--disable-bias-linear"] = [True]
-    heads, groups = L.num_attention_heads, D.num_query_groups(L)
-    if heads and groups and heads % groups:
-        out["--num-query-groups"] = _near(_divisors(heads), groups, 4)
+    if L.deterministic_mode:
+        for option, dest in (("--tp-comm-overlap", "tp_comm_overlap"),
+                             ("--cross-entropy-loss-fusion", "cross_entropy_loss_fusion"),
+                             ("--use-flash-attn", "use_flash_attn")):
+            if getattr(L, dest):
+                out[option] = [None]
     if L.use_tp_pp_dp_mapping:
         out["--use-tp-pp-dp-mapping"] = [None]
     if L.fp16 and L.expert_model_parallel_size > 1:

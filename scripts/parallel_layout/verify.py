@@ -97,7 +97,12 @@ def megatron_argv(layout):
 
 @contextlib.contextmanager
 def _environment(layout):
-    saved = {k: os.environ.get(k) for k in ("WORLD_SIZE", "RANK", "CUDA_DEVICE_MAX_CONNECTIONS")}
+    """The environment Megatron-LM reads, restored afterwards (validate_args
+    also sets variables: --deterministic-mode's NCCL_ALGO, ...), and torch's
+    global deterministic switch left as it was."""
+    import torch
+    saved_all = dict(os.environ)
+    deterministic = torch.are_deterministic_algorithms_enabled()
     os.environ["WORLD_SIZE"] = str(layout.world_size)
     os.environ["RANK"] = "0"
     if layout.use_megatron_fsdp or layout.use_torch_fsdp2:
@@ -107,11 +112,9 @@ def _environment(layout):
     try:
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        os.environ.clear()
+        os.environ.update(saved_all)
+        torch.use_deterministic_algorithms(deterministic)
 
 
 def _ensure_process_group():
@@ -126,14 +129,20 @@ def _ensure_process_group():
                             world_size=1)
 
 
-_PARSER = []
+_PARSERS = {}
 
 
-def megatron_parser():
-    """The real Megatron-LM parser (built once: it introspects dataclass sources);
-    a parse error raises ValueError with argparse's message
-    ("unrecognized arguments: ...") instead of exiting."""
-    if not _PARSER:
+def megatron_parser(entry=None):
+    """The real Megatron-LM parser (built once per entry script: it introspects
+    dataclass sources); a parse error raises ValueError with argparse's message
+    ("unrecognized arguments: ...") instead of exiting.  The arguments a known
+    entry script adds (parallel_layout.entries: recorded from its
+    extra_args_provider, which the wheel does not ship) are added as the
+    provider declares them: a switch, or an option taking values."""
+    from .entries import resolve
+    entry = resolve(entry)
+    key = entry.path
+    if key not in _PARSERS:
         import argparse
         import megatron.training.arguments as A
 
@@ -143,8 +152,17 @@ def megatron_parser():
 
         parser = Parser(allow_abbrev=False)
         A.add_megatron_arguments(parser)
-        _PARSER.append(parser)
-    return _PARSER[0]
+        known = {o for a in parser._actions for o in a.option_strings}
+        group = parser.add_argument_group(f"entry {entry.path}")
+        for option, takes_value in entry.flags.items():
+            if option in known:
+                continue
+            if takes_value:
+                group.add_argument(option, nargs="*")
+            else:
+                group.add_argument(option, action="store_true")
+        _PARSERS[key] = parser
+    return _PARSERS[key]
 
 
 def _validate(layout):
@@ -153,7 +171,7 @@ def _validate(layout):
     # Kernel fusions default on and need Transformer Engine, which a CPU
     # environment lacks; they do not change the layout rules.
     argv = megatron_argv(layout) + ["--no-rope-fusion"] + list(layout.other_flags or ())
-    args = megatron_parser().parse_args(argv)
+    args = megatron_parser(layout.entry).parse_args(argv)
     args._is_global_batch_size_explicitly_specified = args.global_batch_size is not None
     args.rank, args.world_size = 0, layout.world_size
     # _print_args only prints (and dominates the run time); the GPU generation
@@ -250,6 +268,8 @@ def _layer_specs(config):
     expands --moe-layer-freq into the per-layer MoE pattern."""
     if not config.num_moe_experts:
         return
+    if getattr(config, "experimental_attention_variant", None) is not None:
+        return  # gpt_builders.py builds those with another spec function (needs TE)
     from unittest import mock
     from megatron.core import parallel_state as ps
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
