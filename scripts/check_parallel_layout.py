@@ -49,6 +49,8 @@ from parallel_layout.flags import (add_layout_arguments, layout_from_namespace, 
 
 PROG = "check_parallel_layout.py"
 MAX_TEXT_RANKS = 64
+SUMMARY_TEXT_RANKS = 16
+MAX_RANKS_WORLD = 1 << 20  # every group is computed: ~1.5 GB and 4 s at this size  # rank-map lines in the text of a summarised (large) world
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,6 +66,9 @@ def build_parser():
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (schema_version %d)" % SCHEMA_VERSION)
     parser.add_argument("--ranks", action="store_true", help="add rank groups and a rank map")
+    parser.add_argument("--ranks-all", action="store_true",
+                        help="with --ranks on more than %d GPUs: every group and rank in "
+                             "--json, instead of a summary" % 256)
     parser.add_argument("--plan", action="store_true",
                         help="enumerate and rank every valid layout for the model")
     parser.add_argument("--plan-limit", type=int, default=20, metavar="N",
@@ -162,19 +167,25 @@ def text_report(layout, result, unknown, extra):
 
 
 def rank_map_lines(layout, groups, rank_map):
+    from parallel_layout import ranks
     lines = ["Rank map (rank: node/gpu  tp pp dp cp | ep etp edp):"]
-    for entry in rank_map[:MAX_TEXT_RANKS]:
+    shown = MAX_TEXT_RANKS if layout.world_size <= ranks.SUMMARY_ABOVE else SUMMARY_TEXT_RANKS
+    for entry in rank_map[:shown]:
         c = entry["coords"]
         lines.append(f"  rank {entry['rank']:>5}: node {entry['node']:>4} gpu {entry['gpu']:>2}  "
                      f"tp={c['tp']} pp={c['pp']} dp={c['dp']} cp={c['cp']} | "
                      f"ep={c['ep']} etp={c['etp']} edp={c['edp']}")
-    if len(rank_map) > MAX_TEXT_RANKS:
-        lines.append(f"  ... {len(rank_map) - MAX_TEXT_RANKS} more ranks (use --json)")
-    lines.append("Groups (first 4 of each):")
-    for name, gs in groups.items():
-        shown = "; ".join(str(g) for g in gs[:4])
-        more = f" ... ({len(gs)} groups)" if len(gs) > 4 else ""
-        lines.append(f"  {name:>18}: {shown}{more}")
+    if layout.world_size > shown:
+        lines.append(f"  ... {layout.world_size - shown} more ranks (use --json"
+                     + (" --ranks-all" if layout.world_size > ranks.SUMMARY_ABOVE else "") + ")")
+    lines.append("Groups (count x size: the first two ... the last):")
+    summary = groups if isinstance(next(iter(groups.values()), None), dict) \
+        else ranks.summarise(groups)
+    for name, g in summary.items():
+        shown = f"[{g['first']}]" + (f"; [{g['second']}]" if g["second"] else "")
+        if g["count"] > 2:
+            shown += f" ... [{g['last']}]"
+        lines.append(f"  {name:>18}: {g['count']} x {g['size']}: {shown}")
     return lines
 
 
@@ -241,12 +252,17 @@ def collect_extra(args, layout, result):
             and not any(v.rule == "expert-grid-divisible" for v in result.violations):
         from parallel_layout import ranks
         order = ranks.layout_order(layout)
-        extra["ranks"] = ranks.rank_groups(layout, order=order)
+        groups = ranks.rank_groups(layout, order=order)
         extra["rank_order"] = order
         coords = ranks.rank_coordinates(layout, order=order)
         n = layout.gpus_per_node
+        summary = layout.world_size > ranks.SUMMARY_ABOVE and not args.ranks_all
+        extra["ranks"] = ranks.summarise(groups) if summary else groups
+        extra["ranks_summarised"] = summary
         extra["rank_map"] = [{"rank": r, "node": r // n, "gpu": r % n, "coords": c}
-                             for r, c in enumerate(coords)]
+                             for r, c in enumerate(coords[:MAX_TEXT_RANKS] if summary
+                                                   else coords)]
+        extra["rank_map_total"] = layout.world_size
     elif args.ranks:
         extra["ranks"] = None
         extra["rank_map"] = []
@@ -265,6 +281,9 @@ def run(argv):
     layout.megatron_version = version
     layout.entry = args.entry
     resolve_release_dependent(layout)
+    if args.ranks and layout.world_size > MAX_RANKS_WORLD:
+        raise BadInput(f"--ranks lists rank groups for up to {MAX_RANKS_WORLD:,} GPUs "
+                       f"(got --world-size {layout.world_size:,})")
     if args.plan_limit < 0:
         raise BadInput("--plan-limit must be >= 0")
     if args.plan and None in (layout.num_layers, layout.hidden_size, layout.num_attention_heads,

@@ -171,3 +171,62 @@ def test_verify_reports_agreement_with_megatron(extra, valid):
     assert data["verify"]["available"] is True
     assert data["verify"]["megatron"]["accepted"] is valid
     assert data["verify"]["agrees"] is True
+
+
+LARGE = ["--world-size", 16384, "--tensor-model-parallel-size", 8,
+         "--pipeline-model-parallel-size", 4, "--num-experts", 64,
+         "--expert-model-parallel-size", 8, "--disable-bias-linear", "--ranks"]
+
+
+def expand(text):
+    """The ranks a compact group text stands for ('0..24 step 8, 40' -> [0, 8, 16, 24, 40])."""
+    out = []
+    for part in text.split(", "):
+        if ".." in part:
+            span, _, step = part.partition(" step ")
+            a, b = (int(x) for x in span.split(".."))
+            out += list(range(a, b + 1, int(step or 1)))
+        else:
+            out.append(int(part))
+    return out
+
+
+def test_ranks_summarise_a_large_world():
+    """16,384 GPUs: text under 4 KB, JSON under 16 KB, each kind of group as its
+    count, size, first two and last groups, which are the real groups."""
+    layout = flags.parse_layout([str(a) for a in LARGE[:-1]])[0]
+    real = ranks.rank_groups(layout, order=ranks.layout_order(layout))
+    rc, text, _ = run(LARGE)
+    assert rc == 0 and len(text.encode()) <= 4096, len(text.encode())
+    rc, out, _ = run(LARGE + ["--json"])
+    assert len(out.encode()) <= 16384, len(out.encode())
+    data = json.loads(out)
+    assert data["ranks_summarised"] is True and data["rank_map_total"] == 16384
+    for name, groups in real.items():
+        s = data["ranks"][name]
+        assert (s["count"], s["size"]) == (len(groups), len(groups[0]))
+        for text, group in zip((s["first"], s["second"], s["last"]),
+                               (groups[0], groups[1], groups[-1])):
+            if ", ..." in text:  # more runs than shown: the shown ones are the group's start
+                head = expand(text.split(", ...")[0])
+                assert head == group[:len(head)] and f"({len(group)} ranks)" in text, name
+            else:
+                assert expand(text) == group, name
+    assert "  tp-pp: 512 x 32: [0..7, 4096..4103, 8192..8199, 12288..12295]" in text.replace(
+        "             ", "")
+
+
+def test_ranks_all_gives_every_group():
+    rc, out, _ = run(LARGE + ["--json", "--ranks-all"])
+    data = json.loads(out)
+    assert data["ranks_summarised"] is False and len(data["ranks"]["tp"]) == 2048
+    assert len(data["rank_map"]) == 16384
+
+
+@given(st.lists(st.integers(0, 200), min_size=1, max_size=30, unique=True))
+@settings(max_examples=300, deadline=None, derandomize=True)
+def test_compact_groups_expand_to_the_group(values):
+    group = sorted(values)
+    text = ranks.compact(group)
+    head = expand(text.split(", ...")[0])
+    assert head == (group if ", ..." not in text else group[:len(head)])
