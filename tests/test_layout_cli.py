@@ -205,13 +205,13 @@ def test_ranks_summarise_a_large_world():
     for name, groups in real.items():
         s = data["ranks"][name]
         assert (s["count"], s["size"]) == (len(groups), len(groups[0]))
-        for text, group in zip((s["first"], s["second"], s["last"]),
-                               (groups[0], groups[1], groups[-1])):
-            if ", ..." in text:  # more runs than shown: the shown ones are the group's start
-                head = expand(text.split(", ...")[0])
-                assert head == group[:len(head)] and f"({len(group)} ranks)" in text, name
+        for shown, group in zip((s["first"], s["second"], s["last"]),
+                                (groups[0], groups[1], groups[-1])):
+            if ", ..." in shown:  # more runs than shown: the shown ones are the group's start
+                head = expand(shown.split(", ...")[0])
+                assert head == group[:len(head)] and f"({len(group)} ranks)" in shown, name
             else:
-                assert expand(text) == group, name
+                assert expand(shown) == group, name
     assert "  tp-pp: 512 x 32: [0..7, 4096..4103, 8192..8199, 12288..12295]" in text.replace(
         "             ", "")
 
