@@ -82,28 +82,41 @@ def moe_share(layout):
     return moe_count(layout, 0, n) / n if n else 0.0
 
 
+def _mlp_params(h, ffn, gated, bias):
+    """(tp_sharded, replicated) of one MLP: fc1 (ColumnParallelLinear, 2*ffn wide
+    when gated, its bias sharded with it) and fc2 (RowParallelLinear: its bias is
+    added after the reduction, so every TP rank holds all of it)."""
+    width = ffn * (2 if gated else 1)
+    return h * width + ffn * h + (width if bias else 0), (h if bias else 0)
+
+
 def layer_params(layout):
-    """(tp_sharded, replicated, expert_sharded) parameters of a dense and a MoE layer."""
+    """(tp_sharded, replicated, expert_sharded) parameters of a dense and a MoE
+    layer, as the GPT layer specs build them (tests/test_layout_param_counts.py
+    counts sum(p.numel()) of real models per TP rank)."""
     h = layout.hidden_size
     a = layout.num_attention_heads
     g = D.num_query_groups(layout)
     kv = D.kv_channels(layout)
     ffn = D.ffn_hidden_size(layout)
-    gate = 1.5 if layout.swiglu else 1.0
+    gated = bool(layout.swiglu)
     norm = 1 if layout.normalization == "RMSNorm" else 2
     bias = layout.add_bias_linear
-    attention = 2 * h * kv * (a + g) + (kv * (a + 2 * g) + h if bias else 0)
-    dense_mlp = 2 * h * ffn * gate + ((2 * gate * ffn + h) if bias else 0)
+    # linear_qkv (column parallel, bias sharded) and linear_proj (row parallel,
+    # bias replicated)
+    attention = (2 * h * kv * (a + g) + (kv * (a + 2 * g) if bias else 0), h if bias else 0)
+    mlp = _mlp_params(h, ffn, gated, bias)
     norms = 2 * h * norm
-    dense = (attention + dense_mlp, norms, 0)
+    dense = (attention[0] + mlp[0], attention[1] + mlp[1] + norms, 0)
     experts = D.num_experts(layout)
     if not experts:
         return dense, dense
     moe_ffn = D.moe_ffn_hidden_size(layout)
-    shared = layout.moe_shared_expert_intermediate_size or 0
-    routed = 2 * h * moe_ffn * experts * gate
+    routed = sum(_mlp_params(h, moe_ffn, gated, bias)) * experts  # ETP 1 whenever biased
     router = h * experts + (experts if bias else 0)
-    moe = (attention + 2 * h * shared * gate, norms + router, routed)
+    shared = _mlp_params(h, layout.moe_shared_expert_intermediate_size, gated, bias) \
+        if layout.moe_shared_expert_intermediate_size else (0, 0)
+    moe = (attention[0] + shared[0], attention[1] + shared[1] + norms + router, routed)
     return dense, moe
 
 
