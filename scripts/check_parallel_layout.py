@@ -127,12 +127,7 @@ def text_report(layout, result, unknown, extra):
         lines.append(f"  {key}: {d[key]}")
     mem = result.memory
     if mem:
-        fits = "" if mem["fits"] is None else (" (fits)" if mem["fits"] else " (DOES NOT FIT)")
-        lines.append(
-            f"Memory per GPU ({mem['precision']}): weights+optimizer "
-            f"{gib(mem['weight_and_optimizer_bytes_per_gpu'])}, activations (first stage) "
-            f"{gib(mem['activation_bytes_per_gpu'])}, most loaded total "
-            f"{gib(mem['total_bytes_per_gpu'])} on PP rank {mem['most_loaded_pp_rank']}{fits}")
+        lines += memory_lines(mem)
     else:
         lines.append("Memory: not estimated (needs --num-layers --hidden-size "
                      "--num-attention-heads and a valid split)")
@@ -166,6 +161,38 @@ def text_report(layout, result, unknown, extra):
     return "\n".join(lines)
 
 
+MAX_MEMORY_RANKS = 8  # pipeline ranks listed one per line; the most loaded is always shown
+
+
+def memory_lines(mem):
+    """One line per pipeline rank (weights+optimizer + activations = total of that
+    rank), then the most loaded rank against the memory given."""
+    lines = [f"Memory per GPU ({mem['precision']}), by pipeline rank: weights+optimizer + "
+             "activations = total"]
+    stages = mem["per_stage"]
+    worst = mem["most_loaded_pp_rank"]
+    shown = stages[:MAX_MEMORY_RANKS]
+    if worst >= MAX_MEMORY_RANKS:
+        shown = shown[:-1] + [stages[worst]]
+    for st in shown:
+        # each term rounded as printed, so that the printed line adds up
+        w = round(st["weight_and_optimizer_bytes"] / (1 << 30), 2)
+        a = round((st["activation_bytes"] or 0) / (1 << 30), 2)
+        lines.append(f"  PP rank {st['pp_rank']:>3}: {w:.2f} + {a:.2f} = {w + a:.2f} GiB"
+                     + ("  <- most loaded" if st["pp_rank"] == worst else ""))
+    if len(stages) > len(shown):
+        lines.append(f"  ... {len(stages) - len(shown)} more pipeline ranks (use --json)")
+    budget = mem["gpu_memory_bytes"]
+    if budget:
+        verdict = "fits" if mem["fits"] else "DOES NOT FIT"
+        lines.append(f"  Most loaded: PP rank {worst}, {gib(mem['total_bytes_per_gpu'])}: "
+                     f"{verdict} in {gib(budget)}")
+    else:
+        lines.append(f"  Most loaded: PP rank {worst}, {gib(mem['total_bytes_per_gpu'])} "
+                     "(give --gpu-memory-gib for a verdict)")
+    return lines
+
+
 def rank_map_lines(layout, groups, rank_map):
     from parallel_layout import ranks
     lines = ["Rank map (rank: node/gpu  tp pp dp cp | ep etp edp):"]
@@ -183,7 +210,9 @@ def rank_map_lines(layout, groups, rank_map):
         else ranks.summarise(groups)
     for name, g in summary.items():
         shown = f"[{g['first']}]" + (f"; [{g['second']}]" if g["second"] else "")
-        if g["count"] > 2:
+        if g["count"] > 2 and summary is not groups and g["count"] <= 4:
+            shown = "; ".join(f"[{ranks.compact(x)}]" for x in groups[name])  # all of them
+        elif g["count"] > 2:
             shown += f" ... [{g['last']}]"
         lines.append(f"  {name:>18}: {g['count']} x {g['size']}: {shown}")
     return lines

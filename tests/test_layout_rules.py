@@ -125,6 +125,10 @@ TRIGGERS = {
     "deterministic-mode-options": " --deterministic-mode --cross-entropy-loss-fusion",
     "unknown-flag-entry": " --freeze-LM|entry:my_train.py",
     "entry-conditional-flags": " --export-te-mcore-model",
+    "memory-fits": " --hidden-size 8192 --num-attention-heads 64 --seq-length 8192 "
+                   "--max-position-embeddings 8192 --gpu-memory-gib 80",
+    "memory-over-assumed-gpu": " --hidden-size 8192 --num-attention-heads 64 --seq-length 8192 "
+                               "--max-position-embeddings 8192",
 }
 # Rules of earlier releases only: their trigger names the release (--megatron-version).
 OLD_RELEASE = {k for k, v in TRIGGERS.items() if v and "|version:" in v}

@@ -38,6 +38,18 @@ BYTES_PER_PARAM = {
 }
 
 
+# The memory a GPU is assumed to have when none is given (a warning, not an error).
+ASSUMED_GPU_GIB = 80
+
+
+def budget_gib(layout):
+    """The GPU memory the user gave, in GiB, or None: the one place every memory
+    verdict reads (``--gpu-memory-gib``; a ``--gpu NAME`` catalogue sets the same
+    field from the GPU's HBM capacity).  Given, "DOES NOT FIT" is a violation;
+    not given, a warning against ASSUMED_GPU_GIB."""
+    return layout.gpu_memory_gib or None
+
+
 def precision(layout):
     return "bf16" if layout.bf16 else "fp16" if layout.fp16 else "fp32"
 
@@ -200,7 +212,11 @@ def layer_model_inputs(layout, s, moe=False):
         "sp": D.sequence_parallel(layout),
         "hidden_dropout": (layout.hidden_dropout or 0) > 0,
         "attention_dropout": (layout.attention_dropout or 0) > 0,
-        "softmax_fp32": bool(layout.attention_softmax_in_fp32),
+        # validate_args: --apply-query-key-layer-scaling turns it on.  Megatron-LM's
+        # flag defaults to off, TransformerConfig's field to on (a Core user's
+        # layer keeps fp32 probabilities unless told otherwise).
+        "softmax_fp32": bool(layout.attention_softmax_in_fp32
+                             or layout.apply_query_key_layer_scaling),
         "scores": A.stores_scores(layout.attention_backend, layout.transformer_impl),
         "recompute": D.recompute_granularity(layout), "s": s,
         "experts": D.num_experts(layout) if moe else None,
@@ -306,9 +322,9 @@ def estimate(layout):
         "most_loaded_pp_rank": worst["pp_rank"],
         "precision": precision(layout),
         "per_stage": per_stage,
-        "gpu_memory_bytes": int(layout.gpu_memory_gib * GIB) if layout.gpu_memory_gib else None,
-        "fits": (worst["total_bytes"] <= layout.gpu_memory_gib * GIB
-                 if layout.gpu_memory_gib else None),
+        "gpu_memory_bytes": int(budget_gib(layout) * GIB) if budget_gib(layout) else None,
+        "fits": (worst["total_bytes"] <= budget_gib(layout) * GIB
+                 if budget_gib(layout) else None),
         "notes": "estimate: excludes CUDA context, NCCL buffers, allocator fragmentation "
                  "and temporary buffers (typically several GiB)",
     }

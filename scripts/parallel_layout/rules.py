@@ -1121,6 +1121,55 @@ def decoder_seq(c):
             f"set --max-position-embeddings {L.decoder_seq_length} or more")
 
 
+# ---------------------------------------------------------------- memory
+
+def _estimate(c):
+    """The memory estimate, once per check; a check without memory (the plan's
+    and the suggestion search's inner checks, which judge memory themselves)
+    skips the memory rules."""
+    if not c.with_memory:
+        raise Skip()
+    if not hasattr(c, "memory"):
+        from . import memory
+        c.memory = memory.estimate(c.L)
+    return c.memory
+
+
+def _memory_text(mem, r):
+    st = mem["per_stage"][r]
+    act = st["activation_bytes"] or 0
+    return (f"PP rank {r} needs {st['total_bytes'] / (1 << 30):.2f} GiB per GPU "
+            f"(weights+optimizer {st['weight_and_optimizer_bytes'] / (1 << 30):.2f} + "
+            f"activations {act / (1 << 30):.2f})")
+
+
+def memory_fits(c):
+    """Stricter: the estimate of the most loaded rank against the memory given."""
+    from .memory import budget_gib
+    budget = budget_gib(c.L)
+    if not budget:
+        return None
+    mem = _estimate(c)
+    if mem is None or mem["fits"] is not False:
+        return None
+    return (f"{_memory_text(mem, mem['most_loaded_pp_rank'])}, more than the {budget:g} GiB "
+            "given: DOES NOT FIT",
+            "see the suggested layouts (each fits); or more TP/PP/CP, "
+            "--use-distributed-optimizer, --recompute-activations, a smaller micro batch")
+
+
+def w_memory_assumed(c):
+    from .memory import ASSUMED_GPU_GIB, GIB, budget_gib
+    if budget_gib(c.L):
+        return None
+    mem = _estimate(c)
+    if mem is None or mem["total_bytes_per_gpu"] <= ASSUMED_GPU_GIB * GIB:
+        return None
+    return (f"{_memory_text(mem, mem['most_loaded_pp_rank'])}: more than an {ASSUMED_GPU_GIB} "
+            "GiB GPU holds (DOES NOT FIT there)",
+            "give --gpu-memory-gib (or --gpu) for a verdict and layouts that fit")
+
+
 # ---------------------------------------------------------------- warnings
 
 def w_sp_without_tp(c):
@@ -1362,7 +1411,14 @@ RULES = (
        deterministic_mode, versions="0.12.3-0.19.2: tp_comm_overlap and the fused cross "
                                     "entropy from 0.19 (determinism.py); flash attention and "
                                     "the fused cross entropy before"),
+    _r("memory-fits", "error", "parallel_layout/memory.py estimate (the checker's own)",
+       memory_fits,
+       stricter="Megatron does not estimate memory before launch: a layout that does not "
+                "fit starts and fails with a CUDA out-of-memory error",
+       versions="0.12.3-0.19.2 (an estimate, not a Megatron check)"),
     _r("incomplete-input", "warning", ARGS, w_missing_model),
+    _r("memory-over-assumed-gpu", "warning", "parallel_layout/memory.py estimate",
+       w_memory_assumed),
     _r("unknown-flag-entry", "warning", "the entry script's extra_args_provider (--entry)",
        unknown_flags_entry),
     _r("entry-conditional-flags", "warning", "the entry script's extra_args_provider (--entry)",
@@ -1398,6 +1454,7 @@ def check(layout, rules=RULES, with_memory=True, suggest=None) -> Result:
     (default: when every rule runs with memory) adds each violation's
     ``suggestions``."""
     ctx = Ctx(layout)
+    ctx.with_memory = with_memory
     violations, warnings, skipped = [], [], []
     for rule in rules:
         try:
@@ -1421,10 +1478,7 @@ def check(layout, rules=RULES, with_memory=True, suggest=None) -> Result:
         for v in violations:
             v.suggestions = [dict(c) for c in found]
     derived = D.derive(layout)
-    mem = None
-    if with_memory:
-        from . import memory
-        mem = memory.estimate(layout)
+    mem = _estimate(ctx) if with_memory else None
     unverified = [r.id for r in rules if r.kind == "error" and ctx.version < first_release(r)]
     return Result(not violations, violations, warnings, derived, skipped, mem, unverified)
 

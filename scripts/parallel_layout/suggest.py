@@ -127,6 +127,13 @@ def _features(L):
                 out[option] = [None]
     if L.use_tp_pp_dp_mapping:
         out["--use-tp-pp-dp-mapping"] = [None]
+    if L.gpu_memory_gib:  # ways to need less memory, for a layout that does not fit
+        if not L.use_distributed_optimizer and not (L.use_megatron_fsdp or L.use_torch_fsdp2):
+            out["--use-distributed-optimizer"] = [True]
+        if not L.recompute_activations and L.recompute_granularity is None:
+            out["--recompute-activations"] = [True]
+        if L.micro_batch_size and L.micro_batch_size > 1:
+            out["--micro-batch-size"] = [1]
     if L.fp16 and L.expert_model_parallel_size > 1:
         out["--fp16"] = [None]
         out["--bf16"] = [True]
@@ -238,7 +245,8 @@ def _errors(layout, rules):
 
 
 def _fits(layout):
-    if not layout.gpu_memory_gib:
+    from .memory import budget_gib
+    if not budget_gib(layout):
         return True
     from . import memory
     est = memory.estimate(layout)
