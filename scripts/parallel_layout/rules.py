@@ -1448,6 +1448,26 @@ RULES = (
 
 RULES_BY_ID = {r.id: r for r in RULES}
 
+# The flag whose values a rule's fix names.  With suggestions on, those values
+# are the ones parallel_layout.suggest finds by changing that flag alone (each
+# passes every rule, and fits a memory given), so the fix line and the
+# suggested layouts come from one search.
+KNOBS = {
+    "heads-divisible-by-tp": "--tensor-model-parallel-size",
+    "query-groups-vs-tp": "--tensor-model-parallel-size",
+    "world-divisible": "--tensor-model-parallel-size",
+    "experts-divisible-by-ep": "--expert-model-parallel-size",
+    "expert-grid-divisible": "--expert-model-parallel-size",
+    "layers-divisible-by-pp": "--pipeline-model-parallel-size",
+    "vpp-layers-at-build": "--num-virtual-stages-per-pipeline-rank",
+    "account-split-with-vpp": "--num-virtual-stages-per-pipeline-rank",
+    "layers-per-virtual-stage": "--num-layers-per-virtual-pipeline-stage",
+    "distributed-optimizer-instances": "--num-distributed-optimizer-instances",
+    "global-batch-divisible": "--global-batch-size",
+    "interleaved-microbatch-group": "--microbatch-group-size-per-virtual-pipeline-stage",
+    "seq-divisible-by-2cp": "--context-parallel-size",
+}
+
 
 def check(layout, rules=RULES, with_memory=True, suggest=None) -> Result:
     """Apply every rule; never stops at the first violation.  ``suggest``
@@ -1473,10 +1493,13 @@ def check(layout, rules=RULES, with_memory=True, suggest=None) -> Result:
     if suggest is None:
         suggest = with_memory and rules is RULES
     if violations and suggest:
-        from .suggest import suggestions
+        from .suggest import suggestions, single_flag_fix
         found = suggestions(layout)
         for v in violations:
             v.suggestions = [dict(c) for c in found]
+            knob = KNOBS.get(v.rule)
+            if knob:  # the fix's values: the same search, one flag changed
+                v.fix = single_flag_fix(layout, knob, v.fix)
     derived = D.derive(layout)
     mem = _estimate(ctx) if with_memory else None
     unverified = [r.id for r in rules if r.kind == "error" and ctx.version < first_release(r)]

@@ -293,6 +293,78 @@ def suggestions(layout, rules=None, limit=MAX_SUGGESTIONS):
     return found[:limit]
 
 
+def single_flag_values(layout, option, rules=None):
+    """The values of ``option`` (the knob table's, plus the divisors and multiples
+    a rule's fix would name) with which, changed alone, the layout passes every
+    rule and fits: what suggestions() finds at depth one for that flag."""
+    from .rules import RULES
+    rules = rules or tuple(r for r in RULES if r.kind == "error")
+    pool = list(knobs(layout).get(option, []))
+    for value in _extra_candidates(layout, option):
+        if value not in pool:
+            pool.append(value)
+    good = []
+    for value in pool:
+        candidate = apply(layout, {option: value})
+        try:
+            ok = not _errors(candidate, rules) and _fits(candidate)
+        except (ZeroDivisionError, TypeError, ValueError):
+            ok = False
+        if ok:
+            good.append(value)
+    numbers = sorted((v for v in good if isinstance(v, int) and not isinstance(v, bool)),
+                     key=lambda v: (abs(math.log2(v / (getattr(layout, BY_OPTION[option].dest)
+                                                       or 1))), v))
+    return numbers + [v for v in good if not isinstance(v, int) or isinstance(v, bool)]
+
+
+def _extra_candidates(layout, option):
+    """Sizes a rule's fix would name for ``option``: divisors of the relevant count."""
+    L = layout
+    if option == "--tensor-model-parallel-size":
+        return _divisors(L.world_size, 64)
+    if option == "--pipeline-model-parallel-size":
+        return _divisors(L.world_size, L.num_layers or 1024)
+    if option == "--context-parallel-size":
+        return _divisors(L.world_size, 64)
+    if option == "--expert-model-parallel-size":
+        return _divisors(D.num_experts(L) or 1, 256)
+    if option in ("--num-virtual-stages-per-pipeline-rank",
+                  "--num-layers-per-virtual-pipeline-stage"):
+        per_rank = (D.layers_for_split(L) or 1) // max(1, L.pipeline_model_parallel_size)
+        return [d for d in _divisors(per_rank or 1) if d > 1] + [None]
+    if option == "--num-distributed-optimizer-instances":
+        dp = D.data_parallel_size(L) or 1
+        return _divisors(dp * L.context_parallel_size) + [None]
+    if option == "--global-batch-size":
+        dp = D.data_parallel_size(L)
+        if not (dp and L.micro_batch_size):
+            return []
+        step = dp * L.micro_batch_size
+        g = L.global_batch_size or step
+        return [v for v in ((g // step) * step, (g // step + 1) * step) if v > 0]
+    if option == "--microbatch-group-size-per-virtual-pipeline-stage":
+        m = D.num_microbatches(L) or 0
+        return [v for v in range(L.pipeline_model_parallel_size, min(m, 64) + 1)] + [None]
+    return []
+
+
+MAX_FIX_VALUES = 6
+
+
+def single_flag_fix(layout, option, original):
+    """The fix line for a rule whose fix names values of ``option``."""
+    values = single_flag_values(layout, option)
+    if not values:
+        return (f"for this rule alone: {original} (no value of {option} alone passes every "
+                "rule here" + (" and fits" if layout.gpu_memory_gib else "")
+                + ": see the suggested layouts)")
+    shown = [("drop the flag" if v is None else str(v)) for v in values[:MAX_FIX_VALUES]]
+    more = f" (and {len(values) - MAX_FIX_VALUES} more)" if len(values) > MAX_FIX_VALUES else ""
+    return (f"use {option} in {', '.join(shown)}{more}: each, changed alone, passes every rule"
+            + (" and fits" if layout.gpu_memory_gib else ""))
+
+
 def _minimal(found):
     """Drop a suggestion that contains another one (the extra change is not needed)."""
     items = [set((k, repr(v)) for k, v in c.items()) for c in found]
