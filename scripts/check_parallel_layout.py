@@ -69,6 +69,10 @@ def build_parser():
     parser.add_argument("--ranks-all", action="store_true",
                         help="with --ranks on more than %d GPUs: every group and rank in "
                              "--json, instead of a summary" % 256)
+    parser.add_argument("--schedule", action="store_true",
+                        help="add the pipeline schedule: per pipeline rank, warm-up, 1F1B and "
+                             "cool-down steps (1F1B or interleaved) and the global decoder "
+                             "layers of each virtual stage")
     parser.add_argument("--plan", action="store_true",
                         help="enumerate and rank every valid layout for the model")
     parser.add_argument("--plan-limit", type=int, default=20, metavar="N",
@@ -149,6 +153,11 @@ def text_report(layout, result, unknown, extra):
                      + " ".join(u["flag"] for u in sorted_flags["unknown"]))
     if "ranks" in extra:
         lines += rank_map_lines(layout, extra["ranks"], extra["rank_map"])
+    if "schedule" in extra:
+        from parallel_layout import schedule
+        lines += (schedule.lines(extra["schedule"]) if extra["schedule"] else
+                  ["Pipeline schedule: not computed (needs a valid layout with "
+                   "--micro-batch-size and --num-layers)"])
     if "verify" in extra:
         v = extra["verify"]
         if v.get("available") and not v["agrees"]:
@@ -295,6 +304,9 @@ def collect_extra(args, layout, result):
     elif args.ranks:
         extra["ranks"] = None
         extra["rank_map"] = []
+    if args.schedule:
+        from parallel_layout import schedule
+        extra["schedule"] = schedule.schedule(layout) if result.valid else None
     if args.verify:
         from parallel_layout import verify
         extra["verify"] = verify.verify(layout, result)
