@@ -112,6 +112,11 @@ def test_plan_lists_valid_layouts_best_first():
     (["--world-size", "8", "--recompute-granularity", "some"], "invalid choice"),
     (["--world-size", "8", "--gpu-memory-gib", "nan"], "positive number"),
     (["--world-size", "720720", "--plan"], "--plan needs the model"),
+    (["--world-size", "8", "--num-layers", "2147483648"], "must be <= 2,147,483,647"),
+    (["--world-size", "8", "--seq-length", "9" * 40], "expected an integer"),
+    (["--world-size", "2097152", "--ranks"], "--ranks lists rank groups for up to"),
+    (["--world-size", "8", "--entry", "train.py"], "matches several Megatron-LM scripts"),
+    (["--world-size", "8", "--entry", "x" * 600], "--entry: a script path of at most"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, needle):
     rc, out, err = run(argv)
@@ -230,3 +235,26 @@ def test_compact_groups_expand_to_the_group(values):
     text = ranks.compact(group)
     head = expand(text.split(", ...")[0])
     assert head == (group if ", ..." not in text else group[:len(head)])
+
+
+@pytest.mark.parametrize("layout", ["(t*99999)*99999|L", "(t*9999999)*9999999|L",
+                                    "E" + "(tt|)*99999" * 50 + "L", "t*" + "9" * 30,
+                                    "((((t*999)*999)*999)*999)|L"])
+def test_layout_string_expansion_is_bounded_in_total(layout):
+    """The cap applies to the whole expansion (both of Megatron's passes), however
+    the repetitions nest or repeat: an answer in well under a second, one violation."""
+    import time
+    start = time.monotonic()
+    rc, out, err = run(["--world-size", 8, "--pipeline-model-parallel-size", 2, "--num-layers",
+                        4, "--pipeline-model-parallel-layout", layout, "--json"])
+    assert time.monotonic() - start < 5
+    assert rc == 1 and "Traceback" not in err
+    rules_hit = {v["rule"] for v in json.loads(out)["violations"]}
+    assert "pipeline-layout" in rules_hit
+
+
+def test_layout_string_within_the_bound_still_expands():
+    from parallel_layout import derive
+    stages = derive.unroll_layout("Et*3|(tt|)*2,tL")
+    assert stages == ["Ettt", "tt", "tt", "tL"]
+    assert len(derive.unroll_layout("(t|)*1000" + "L")) == 1001
