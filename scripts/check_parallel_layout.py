@@ -160,7 +160,7 @@ def text_report(layout, result, unknown, extra):
                    "--micro-batch-size and --num-layers)"])
     if "verify" in extra:
         v = extra["verify"]
-        if v.get("available") and not v["agrees"]:
+        if v.get("available") and v["agrees"] is False:
             lines.append("DISAGREEMENT with Megatron: checker says "
                          f"{'valid' if result.valid else 'invalid'}; Megatron "
                          f"{'accepts' if v['megatron']['accepted'] else 'rejects'}"
@@ -360,7 +360,8 @@ def run(argv):
             print(plan_lines(plans, args.plan_limit, own_rank))
     if args.plan:
         return 0 if plans else 1
-    disagrees = args.verify and extra["verify"].get("available") and not extra["verify"]["agrees"]
+    disagrees = args.verify and extra["verify"].get("available") \
+        and extra["verify"]["agrees"] is False
     return 0 if result.valid and not disagrees else 1
 
 

@@ -68,3 +68,32 @@ def test_unknown_entry_turns_unknown_flags_into_a_warning_naming_it():
     # flags that no release and no entry knows are still named with their history
     r = check("--DDP-impl local", "my_train.py")
     assert "removed in" in next(w for w in r.warnings if w.rule == "unknown-flag-entry").message
+
+
+def _cli(argv):
+    import contextlib
+    import io
+    import json
+    import check_parallel_layout as cli
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        rc = cli.main(argv + ["--json"])
+    return rc, json.loads(out.getvalue())
+
+
+VERIFY_BASE = ("--world-size 8 --tensor-model-parallel-size 2 --num-layers 4 --hidden-size 64 "
+               "--num-attention-heads 8 --seq-length 64 --max-position-embeddings 64 "
+               "--micro-batch-size 1 --sequence-parallel --freeze-LM").split()
+
+
+@pytest.mark.slow
+def test_verify_agrees_under_a_known_entry_and_is_undecided_under_an_unknown_one():
+    rc, data = _cli(VERIFY_BASE + ["--verify", "--entry", "examples/multimodal/train.py"])
+    assert rc == 0 and data["verify"]["agrees"] is True
+    assert data["verify"]["megatron"]["accepted"] is True
+    rc, data = _cli(VERIFY_BASE + ["--verify", "--entry", "my_train.py"])
+    assert rc == 0 and data["verify"]["agrees"] is None
+    assert "my_train.py" in data["verify"]["note"]
+    rc, data = _cli(VERIFY_BASE + ["--verify"])  # pretrain_gpt.py: both reject --freeze-LM
+    assert rc == 1 and data["verify"]["agrees"] is True
+    assert data["verify"]["megatron"]["error"].startswith("unrecognized arguments: --freeze-LM")

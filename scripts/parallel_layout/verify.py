@@ -440,6 +440,17 @@ def verify(layout, result):
     verdict = megatron_verdict(layout)
     ours = [v.rule for v in result.violations if not _is_stricter(v.rule)]
     agrees = verdict["accepted"] == (not ours)
+    from .entries import known, resolve
+    if not agrees and not known(resolve(layout.entry)) and verdict["stage"] == STAGES[0] \
+            and (verdict["error"] or "").startswith("unrecognized arguments"):
+        # Megatron's parser lacks the unknown entry script's own arguments: undecided
+        return {"available": True, "installed_version": installed,
+                "checked_version": layout.megatron_version, "megatron": verdict,
+                "checker": {"valid": result.valid,
+                            "violations": [v.rule for v in result.violations]},
+                "agrees": None,
+                "note": f"undecided: {layout.entry} is not an entry script the checker knows, "
+                        "so Megatron's parser was run without its arguments"}
     checker = {"valid": result.valid, "violations": [v.rule for v in result.violations]}
     return {"available": True, "installed_version": installed,
             "checked_version": layout.megatron_version, "megatron": verdict,
