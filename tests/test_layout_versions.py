@@ -188,3 +188,47 @@ def test_rule_version_ranges_are_where_the_message_is_in_the_released_source():
             (rule.id, found)
         checked += 1
     assert checked >= 25
+
+
+# Rules whose message depends on the release: (rule id, trigger flags, {release: message or None}),
+# each message where the release index (compiled from the released sources) has it.
+RELEASE_MESSAGES = [
+    ("moe-bias-needs-etp1", "--num-experts 8 --expert-tensor-parallel-size 2 "
+                            "--tensor-model-parallel-size 2",
+     "megatron/core/transformer/transformer_config.py",
+     {"0.12.3": "Bias is not supported for MoE", "0.14.0": "Bias is not supported for MoE",
+      "0.15.3": "Bias in Moe is only supported when ETP==1",
+      "0.19.2": "Bias in Moe is only supported when ETP==1"}),
+    ("moe-bias-needs-etp1", "--num-experts 8 --expert-tensor-parallel-size 1",
+     "megatron/core/transformer/transformer_config.py",
+     {"0.13.1": "Bias is not supported for MoE", "0.15.3": None, "0.19.2": None}),
+    ("fp16-expert-parallel", "--fp16 --num-experts 8 --expert-model-parallel-size 2 "
+                             "--disable-bias-linear",
+     "megatron/training/arguments.py",
+     {"0.12.3": "Expert parallelism is not supported with fp16 training.",
+      "0.15.3": "Expert parallelism is not supported with fp16 training.",
+      "0.16.1": None, "0.19.2": None}),
+]
+
+
+@pytest.mark.parametrize("rule_id,argv,source,by_release", RELEASE_MESSAGES,
+                         ids=[f"{r[0]}-{i}" for i, r in enumerate(RELEASE_MESSAGES)])
+def test_release_dependent_messages_follow_the_released_sources(rule_id, argv, source,
+                                                                by_release):
+    """Under --megatron-version X the checker gives X's message (or nothing), and X's
+    sources (the release index) hold that message in the rule's file, or not at all."""
+    from release_index import load
+    from parallel_layout import flags as F, rules as R
+    base = ("--world-size 16 --num-layers 4 --hidden-size 64 --num-attention-heads 8 "
+            "--seq-length 64 --max-position-embeddings 64 --micro-batch-size 1 ")
+    for version, expected in by_release.items():
+        layout, _ = F.parse_layout((base + argv).split())
+        layout.megatron_version = version
+        got = [v.message for v in R.check(layout, suggest=False).violations
+               if v.rule == rule_id]
+        assert got == ([expected] if expected else []), (version, got)
+        in_source = {m["text"] for m in load(version).messages() if m["file"] == source}
+        if expected:
+            assert expected in in_source, version
+        else:  # none of the rule's messages in that file of that release
+            assert not {e for e in by_release.values() if e} & in_source, version
