@@ -123,6 +123,8 @@ TRIGGERS = {
                                   "--expert-tensor-parallel-size 1 --use-tp-pp-dp-mapping "
                                   "--sequence-parallel" + MOE,
     "deterministic-mode-options": " --deterministic-mode --cross-entropy-loss-fusion",
+    "ep-tp-needs-sp": " --tensor-model-parallel-size 2 --expert-model-parallel-size 2" + MOE
+                      + "|version:0.14.0",
     "unknown-flag-entry": " --freeze-LM|entry:my_train.py",
     "entry-conditional-flags": " --export-te-mcore-model",
     "memory-fits": " --hidden-size 8192 --num-attention-heads 64 --seq-length 8192 "

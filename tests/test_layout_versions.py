@@ -193,6 +193,13 @@ def test_rule_version_ranges_are_where_the_message_is_in_the_released_source():
 # Rules whose message depends on the release: (rule id, trigger flags, {release: message or None}),
 # each message where the release index (compiled from the released sources) has it.
 RELEASE_MESSAGES = [
+    ("ep-tp-needs-sp", "--num-experts 8 --disable-bias-linear --expert-model-parallel-size 2 "
+                       "--tensor-model-parallel-size 2",
+     "megatron/core/model_parallel_config.py",
+     {"0.12.3": "When using expert parallelism and tensor parallelism, sequence parallelism "
+                "must be used", "0.14.0": "When using expert parallelism and tensor "
+                                           "parallelism, sequence parallelism must be used",
+      "0.15.3": None, "0.19.2": None}),
     ("moe-bias-needs-etp1", "--num-experts 8 --expert-tensor-parallel-size 2 "
                             "--tensor-model-parallel-size 2",
      "megatron/core/transformer/transformer_config.py",

@@ -273,6 +273,15 @@ def fp16_expert_parallel(c):
             "with expert parallelism)")
 
 
+def ep_tp_needs_sp(c):
+    """ModelParallelConfig.__post_init__ 0.12.3-0.14.0 raised; from 0.15.0 it warns
+    (the warning moe-tp-without-sp)."""
+    if c.version >= (0, 15) or c.ep == 1 or c.tp == 1 or D.sequence_parallel(c.L):
+        return None
+    return ("When using expert parallelism and tensor parallelism, sequence parallelism must "
+            "be used", "add --sequence-parallel (0.15.0 and later only warn)")
+
+
 def tp_pp_dp_mapping_experts(c):
     """initialize_model_parallel: with --use-tp-pp-dp-mapping (order
     tp-cp-ep-pp-dp, not ending in pp) and PP > 1, the expert grid's DP must
@@ -1350,6 +1359,8 @@ RULES = (
     _r("fp16-expert-parallel", "error", ARGS, fp16_expert_parallel,
        versions="0.12.3-0.15.3 in validate_args (0.16.1 on, the message is left only in "
                 "yaml_arguments.py validate_yaml, the --yaml-cfg path)"),
+    _r("ep-tp-needs-sp", "error", MPC, ep_tp_needs_sp,
+       versions="0.12.3-0.14.0 (a ValueError; from 0.15.0 the warning moe-tp-without-sp)"),
     _r("tp-pp-dp-mapping-expert-dp", "error", PS, tp_pp_dp_mapping_experts,
        versions="0.12.3-0.19.2"),
     _r("seq-divisible-by-2cp", "error", ARGS, seq_cp, versions="0.12.3-0.19.2"),

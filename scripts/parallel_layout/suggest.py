@@ -134,6 +134,9 @@ def _features(L):
             out["--recompute-activations"] = [True]
         if L.micro_batch_size and L.micro_batch_size > 1:
             out["--micro-batch-size"] = [1]
+    if L.expert_model_parallel_size > 1 and L.tensor_model_parallel_size > 1 \
+            and not L.sequence_parallel:
+        out["--sequence-parallel"] = [True]
     if L.fp16 and L.expert_model_parallel_size > 1:
         out["--fp16"] = [None]
         out["--bf16"] = [True]
