@@ -239,3 +239,48 @@ def test_release_dependent_messages_follow_the_released_sources(rule_id, argv, s
             assert expected in in_source, version
         else:  # none of the rule's messages in that file of that release
             assert not {e for e in by_release.values() if e} & in_source, version
+
+
+PY_0131 = os.path.join(ROOT, ".venv-0131", "bin", "python")
+CORE_0131_PROBE = r"""
+import json, warnings
+warnings.simplefilter("ignore")
+from megatron.core.transformer.transformer_config import TransformerConfig
+base = dict(num_layers=4, hidden_size=64, num_attention_heads=8, num_moe_experts=8)
+out = {}
+for name, kw in (("moe-bias", dict(base, add_bias_linear=True, expert_tensor_parallel_size=1)),
+                 ("ep-tp-no-sp", dict(base, add_bias_linear=False, tensor_model_parallel_size=2,
+                                      expert_model_parallel_size=2, sequence_parallel=False))):
+    try:
+        TransformerConfig(**kw)
+        out[name] = None
+    except (AssertionError, ValueError) as exc:
+        out[name] = str(exc)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(PY_0131), reason="needs .venv-0131 (megatron-core 0.13.1)")
+def test_old_moe_rules_agree_with_the_installed_0_13_1():
+    """The real megatron-core 0.13.1 rejects a biased MoE even with ETP 1, and EP with TP
+    but no sequence parallelism, with the messages the checker gives under
+    --megatron-version 0.13.1 (0.19.2 accepts both: only warnings)."""
+    real = subprocess.run([PY_0131, "-c", CORE_0131_PROBE], capture_output=True, text=True,
+                          timeout=300)
+    assert real.returncode == 0, real.stderr[-2000:]
+    verdict = json.loads(real.stdout.strip().splitlines()[-1])
+    from parallel_layout import flags as F, rules as R
+    base = ("--world-size 8 --num-layers 4 --hidden-size 64 --num-attention-heads 8 "
+            "--seq-length 64 --max-position-embeddings 64 --micro-batch-size 1 --num-experts 8 ")
+    cases = {"moe-bias": (base + "--expert-tensor-parallel-size 1", "moe-bias-needs-etp1"),
+             "ep-tp-no-sp": (base + "--disable-bias-linear --tensor-model-parallel-size 2 "
+                                    "--expert-model-parallel-size 2", "ep-tp-needs-sp")}
+    for name, (argv, rule) in cases.items():
+        for version, expected in (("0.13.1", verdict[name]), ("0.19.2", None)):
+            layout, _ = F.parse_layout(argv.split())
+            layout.megatron_version = version
+            got = [v.message for v in R.check(layout, suggest=False).violations
+                   if v.rule == rule]
+            assert got == ([expected] if expected else []), (name, version, got)
+        assert verdict[name] is not None
