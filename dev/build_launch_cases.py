@@ -135,6 +135,26 @@ def yaml_argv(model_args):
     return [re.sub(r"\$\{?\w+\}?", PLACEHOLDER, a) if "$" in a else a for a in argv]
 
 
+# The entry script of a functional-test model directory (as its CI recipes name it).
+MODEL_ENTRY = {"gpt": "pretrain_gpt.py", "moe": "pretrain_gpt.py", "mixtral": "pretrain_gpt.py",
+               "bert": "pretrain_bert.py", "t5": "pretrain_t5.py",
+               "hybrid": "pretrain_hybrid.py", "multimodal-llava": "pretrain_vlm.py",
+               "mimo": "examples/mimo/train.py"}
+
+
+def smallest_world(argv):
+    import math
+
+    def size(flag, default=1):
+        value = _get(argv, flag)
+        return int(value) if value and value.isdigit() else default
+    tp, pp, cp = (size("--tensor-model-parallel-size"), size("--pipeline-model-parallel-size"),
+                  size("--context-parallel-size"))
+    ep = size("--expert-model-parallel-size")
+    etp = size("--expert-tensor-parallel-size", tp)
+    return math.lcm(tp * pp * cp, etp * ep * pp)
+
+
 def functional_cases(repo):
     import yaml
     runs = recipes(repo)
@@ -153,11 +173,19 @@ def functional_cases(repo):
             continue
         run = runs.get((m.group(1), m.group(2)))
         if run is None:
-            skipped.append({"source": path, "reason": "no CI recipe runs this test case"})
-            continue
+            entry = MODEL_ENTRY.get(m.group(1))
+            if entry is None:
+                skipped.append({"source": path, "reason": "no CI recipe runs this test case, "
+                                "and its model has no default entry script"})
+                continue
+            # No recipe gives the GPU count: the smallest world both grids divide.
+            run = (entry, smallest_world(argv), None)
         entry, world, recipe = run
         cases.append({"id": f"functional/{m.group(1)}/{m.group(2)}", "source": path,
-                      "recipe": recipe, "entry": entry, "world_size": world, "argv": argv})
+                      "recipe": recipe, "entry": entry, "world_size": world, "argv": argv,
+                      **({} if recipe else {"world_size_assumed": "no CI recipe runs it: the "
+                                            "smallest world the dense and expert grids "
+                                            "divide"})})
     return cases, skipped
 
 
@@ -375,7 +403,8 @@ def main(argv=None):
               file=sys.stderr, flush=True)
     data = {"schema_version": 1, "repo": "NVIDIA/Megatron-LM", "tag": repo.tag,
             "commit": repo.commit, "generator": "dev/build_launch_cases.py",
-            "megatron_core": megatron.core.__version__,
+            # the release (the local part after "+" follows the working directory's git HEAD)
+            "megatron_core": megatron.core.__version__.split("+")[0],
             "oracle": "scripts/parallel_layout/verify.py megatron_verdict on CPU (gloo)",
             "generated": datetime.date.today().isoformat(),
             "cases": cases, "skipped": skipped + skipped2}

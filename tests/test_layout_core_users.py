@@ -345,7 +345,16 @@ def p_deterministic_mode():
                                 "cross_entropy_loss_fusion")
 
 
+def p_flag_value():
+    # Core takes Python values: a config dataclass neither converts nor checks a field's type
+    # (the trigger's "12a", given to an int field of DistributedDataParallelConfig).
+    from megatron.core.distributed import DistributedDataParallelConfig
+
+    return "nothing", _accepted(DistributedDataParallelConfig(bucket_size="12a"), "bucket_size")
+
+
 PROBES = {
+    "flag-value": p_flag_value,
     "fp16-expert-parallel": p_fp16_expert_parallel,
     "deterministic-mode-options": p_deterministic_mode,
     "hidden-divisible-by-heads": p_hidden_heads,

@@ -123,6 +123,7 @@ TRIGGERS = {
                                   "--expert-tensor-parallel-size 1 --use-tp-pp-dp-mapping "
                                   "--sequence-parallel" + MOE,
     "deterministic-mode-options": " --deterministic-mode --cross-entropy-loss-fusion",
+    "flag-value": " --seed 12a",
     "ep-tp-needs-sp": " --tensor-model-parallel-size 2 --expert-model-parallel-size 2" + MOE
                       + "|version:0.14.0",
     "unknown-flag-entry": " --freeze-LM|entry:my_train.py",
@@ -134,7 +135,7 @@ TRIGGERS = {
 }
 # Rules of earlier releases only: their trigger names the release (--megatron-version).
 OLD_RELEASE = {k for k, v in TRIGGERS.items() if v and "|version:" in v}
-PASTED = {"unknown-flag": ["--DDP-impl", "local"], "unknown-flag-entry": ["--freeze-LM"],
+PASTED = {"unknown-flag": ["--DDP-impl", "local"], "flag-value": ["--seed", "12a"], "unknown-flag-entry": ["--freeze-LM"],
           "entry-conditional-flags": ["--export-te-mcore-model"]}
 
 # Fixed text of Megatron's own warnings that our warnings quote.

@@ -924,6 +924,35 @@ def _unknown_flag_report(c, entry):
             f"Megatron-LM {version} stops at argument parsing: " + "; ".join(hints))
 
 
+# The index's type strings the checker converts as argparse would (int() / float());
+# other types (strings, Literals, Megatron's own converters) are left to Megatron.
+VALUE_TYPES = {"int": int, "Optional[int]": int, "int | None": int, "float": float,
+               "Optional[float]": float, "float | None": float, "list[int]": int,
+               "Optional[list[int]]": int, "list[int] | None": int}
+
+
+def flag_values(c):
+    """argparse's type conversion of the pasted flags the checker does not parse
+    itself (their types from the release index): Megatron-LM stops at parsing."""
+    from . import catalog
+    version = c.L.megatron_version or DEFAULT_VERSION
+    known = catalog.release_flags(version)
+    if not known:
+        return None
+    from .catalog import split_flags
+    for option, values in split_flags(c.L.other_flags or ()):
+        convert = VALUE_TYPES.get(str((known.get(option) or {}).get("type")))
+        if option is None or convert is None:
+            continue
+        for token in values:
+            try:
+                convert(token)
+            except ValueError:
+                return (f"argument {option}: invalid {convert.__name__} value: '{token}'",
+                        f"give {option} {convert.__name__} value(s), as separate arguments")
+    return None
+
+
 def w_entry_conditional_flags(c):
     """Flags an entry adds only under a condition (pretrain_gpt.py adds the
     ModelOpt arguments only when nvidia-modelopt is installed)."""
@@ -1344,6 +1373,8 @@ STEP = CALC.replace("ConstantNumMicroBatchesCalculator", "StepBatchsizeNumMicroB
 RULES = (
     _r("unknown-flag", "error", "megatron/training/arguments.py parse_args (argparse)",
        unknown_flags, versions="0.12.3-0.19.2: each release's own flag set (release index)"),
+    _r("flag-value", "error", "megatron/training/arguments.py parse_args (argparse)",
+       flag_values, versions="0.12.3-0.19.2: each release's flag types (release index)"),
     _r("world-divisible", "error", ARGS + "; " + PS, world_divisible, versions="0.12.3-0.19.2"),
     _r("expert-grid-divisible", "error", PS, expert_grid_divisible, versions="0.12.3-0.19.2"),
     _r("heads-divisible-by-tp", "error", TC, heads_tp, versions="0.12.3-0.19.2"),

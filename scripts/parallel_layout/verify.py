@@ -337,17 +337,34 @@ def _interleaved_schedule(args, config):
         k.pop("device", None)
         return zeros(*a, **k)
 
-    num_microbatches = args.global_batch_size // (args.micro_batch_size * args.data_parallel_size)
-    try:
-        with mock.patch.object(torch, "zeros", cpu_zeros):
-            schedules.forward_backward_pipelining_with_interleaving(
-                forward_step_func=None, data_iterator=[None] * vpp, model=chunks,
-                num_microbatches=num_microbatches, seq_length=args.seq_length,
-                micro_batch_size=args.micro_batch_size,
-                p2p_communicator=_PastChecks(config, args.pipeline_model_parallel_size),
-                pg_collection=types.SimpleNamespace(tp=GroupOfSize(1), cp=GroupOfSize(1)))
-    except _Reached:
-        pass
+    for num_microbatches in _step_microbatches(args):
+        try:
+            with mock.patch.object(torch, "zeros", cpu_zeros):
+                schedules.forward_backward_pipelining_with_interleaving(
+                    forward_step_func=None, data_iterator=[None] * vpp, model=chunks,
+                    num_microbatches=num_microbatches, seq_length=args.seq_length,
+                    micro_batch_size=args.micro_batch_size,
+                    p2p_communicator=_PastChecks(config, args.pipeline_model_parallel_size),
+                    pg_collection=types.SimpleNamespace(tp=GroupOfSize(1), cp=GroupOfSize(1)))
+        except _Reached:
+            pass
+
+
+def _step_microbatches(args):
+    """The microbatch counts training passes to the schedule: the constant one, or,
+    with --step-batch-size-schedule, the calculator's at each step of the schedule
+    (training reads get_num_microbatches(), not args.global_batch_size)."""
+    from megatron.core import num_microbatches_calculator as N
+    if not getattr(args, "step_batch_size_schedule", None):
+        return [args.global_batch_size // (args.micro_batch_size * args.data_parallel_size)]
+    calc = N.StepBatchsizeNumMicroBatchesCalculator(
+        args.micro_batch_size, args.data_parallel_size, False, 0,
+        args.step_batch_size_schedule, args.seq_length)
+    counts = []
+    for threshold, _ in calc.schedule:
+        calc.update(threshold, consistency_check=False)
+        counts.append(calc.get())
+    return sorted(set(counts))
 
 
 def _sequence_parallel_split(args):
