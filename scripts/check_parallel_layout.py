@@ -48,14 +48,21 @@ from parallel_layout.flags import (add_layout_arguments, layout_from_namespace, 
                                    resolve_release_dependent)
 
 PROG = "check_parallel_layout.py"
-MAX_TEXT_RANKS = 64
-SUMMARY_TEXT_RANKS = 16
-MAX_RANKS_WORLD = 1 << 20  # every group is computed: ~1.5 GB and 4 s at this size  # rank-map lines in the text of a summarised (large) world
+MAX_TEXT_RANKS = 64  # rank-map entries in --json of a summarised (large) world
+SUMMARY_TEXT_RANKS = 8  # rank-map lines in the text (--json has every rank up to 256 GPUs)
+MAX_RANKS_WORLD = 1 << 20  # every group is computed: ~1.5 GB and 4 s at this size
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise BadInput(message)
+
+
+def _plan_limit(text):
+    value = int(text)
+    if not 0 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 100000, got {value}")
+    return value
 
 
 def build_parser():
@@ -75,7 +82,7 @@ def build_parser():
                              "layers of each virtual stage")
     parser.add_argument("--plan", action="store_true",
                         help="enumerate and rank every valid layout for the model")
-    parser.add_argument("--plan-limit", type=int, default=20, metavar="N",
+    parser.add_argument("--plan-limit", type=_plan_limit, default=20, metavar="N",
                         help="layouts to print with --plan (default 20; 0 = all)")
     parser.add_argument("--verify", action="store_true",
                         help="also run the installed Megatron on the whole command; a "
@@ -205,7 +212,7 @@ def memory_lines(mem):
 def rank_map_lines(layout, groups, rank_map):
     from parallel_layout import ranks
     lines = ["Rank map (rank: node/gpu  tp pp dp cp | ep etp edp):"]
-    shown = MAX_TEXT_RANKS if layout.world_size <= ranks.SUMMARY_ABOVE else SUMMARY_TEXT_RANKS
+    shown = SUMMARY_TEXT_RANKS  # the text stays short; --json has every rank (up to 256)
     for entry in rank_map[:shown]:
         c = entry["coords"]
         lines.append(f"  rank {entry['rank']:>5}: node {entry['node']:>4} gpu {entry['gpu']:>2}  "
@@ -365,15 +372,32 @@ def run(argv):
     return 0 if result.valid and not disagrees else 1
 
 
+def _stdout_to_devnull():
+    """Later writes, and the flush at exit, go nowhere instead of raising."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stdout without a descriptor (tests)
+        pass
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
-        return run(argv)
+        code = run(argv)
+        sys.stdout.flush()  # inside the guard: a closed pipe raises here, not at exit
+        return code
     except BadInput as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except (KeyboardInterrupt, BrokenPipeError):
-        return 2
+    except BrokenPipeError:  # the reader is gone (| head): its choice, not an error
+        _stdout_to_devnull()
+        return 0
+    except KeyboardInterrupt:
+        _stdout_to_devnull()
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
     except Exception as exc:  # noqa: BLE001 - the contract is: never a traceback
         print(f"{PROG}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())}",
               file=sys.stderr)

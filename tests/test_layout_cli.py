@@ -258,3 +258,37 @@ def test_layout_string_within_the_bound_still_expands():
     stages = derive.unroll_layout("Et*3|(tt|)*2,tL")
     assert stages == ["Ettt", "tt", "tt", "tL"]
     assert len(derive.unroll_layout("(t|)*1000" + "L")) == 1001
+
+
+def _closed_pipe(argv):
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        return subprocess.run([sys.executable, SCRIPT] + [str(a) for a in argv], stdout=w,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--ranks"]])
+def test_a_closed_pipe_exits_0_without_a_traceback(extra):
+    """`check_parallel_layout.py ... | head`: the reader's choice, not bad input."""
+    proc = _closed_pipe(["--world-size", 64] + MODEL + extra)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+
+
+NUMERIC = [f.option for f in flags.FLAGS + flags.WORLD_FLAGS
+           if f.kind in ("size", "count", "gib", "float")] + ["--plan-limit"]
+
+
+@pytest.mark.parametrize("option", NUMERIC)
+def test_every_numeric_flag_refuses_a_huge_value_in_one_line(option):
+    rc, out, err = run(["--world-size", "8", f"{option}=99999999999999999999"])
+    assert rc == 2 and err.count("\n") == 1 and len(err) < 300, err
+
+
+@pytest.mark.parametrize("option", [f.option for f in flags.FLAGS if f.kind == "str"])
+def test_every_string_flag_is_bounded_and_not_echoed_whole(option):
+    rc, out, err = run(["--world-size", "8", f"{option}={'A' * 100_000}"])
+    assert rc == 2 and err.count("\n") == 1 and len(err) < 300, err[:300]

@@ -183,7 +183,7 @@ MAX_INT = (1 << 31) - 1
 def _int_type(minimum):
     def convert(text):
         if not re.fullmatch(r"\s*[+-]?\d{1,30}\s*", text or ""):
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}")
+            raise argparse.ArgumentTypeError(f"expected an integer, got {_shown(text or '')}")
         value = int(text)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
@@ -194,14 +194,30 @@ def _int_type(minimum):
     return convert
 
 
+MAX_GIB = 1 << 20  # GPU memory in GiB: a mebi-GiB is beyond any GPU
+MAX_TEXT = 10_000  # characters of a string flag (a layout or hybrid pattern of thousands of layers)
+
+
+def _shown(text, limit=40):
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
 def _gib(text):
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number, got {_shown(text)}") from None
+    if not 0 < value <= MAX_GIB:
+        raise argparse.ArgumentTypeError(f"must be a positive number up to {MAX_GIB}, "
+                                         f"got {_shown(text)}")
     return value
+
+
+def _text(text):
+    if len(text) > MAX_TEXT:
+        raise argparse.ArgumentTypeError(f"at most {MAX_TEXT:,} characters, got {len(text):,}: "
+                                         f"{_shown(text)}")
+    return text
 
 
 def _freq(text):
@@ -213,13 +229,13 @@ def _freq(text):
         return value
     body = text.strip()
     if not re.fullmatch(r"[\[\]\(\)01,\s*+\d]+", body) or len(body) > 2000:
-        raise argparse.ArgumentTypeError(f"expected an int or a list of 0/1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected an int or a list of 0/1, got {_shown(text)}")
     try:
         value = _eval_pattern(body)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        raise argparse.ArgumentTypeError(f"cannot read the pattern {text!r}") from None
+        raise argparse.ArgumentTypeError(f"cannot read the pattern {_shown(text)}") from None
     if not (isinstance(value, list) and value and all(v in (0, 1) for v in value)):
-        raise argparse.ArgumentTypeError(f"expected a list of 0/1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a list of 0/1, got {_shown(text)}")
     return value
 
 
@@ -251,13 +267,13 @@ def _fraction(text):
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a number, got {_shown(text)}") from None
     if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {_shown(text)}")
     return value
 
 
-_TYPES = {"size": _int_type(1), "count": _int_type(0), "gib": _gib, "freq": _freq, "str": str,
+_TYPES = {"size": _int_type(1), "count": _int_type(0), "gib": _gib, "freq": _freq, "str": _text,
           "float": _fraction}
 
 
