@@ -63,7 +63,8 @@ def build():
     from megatron.core.process_groups_config import ProcessGroupCollection
     from megatron.core.transformer import TransformerConfig
     verify._ensure_process_group()
-    if not ps.model_parallel_is_initialized():
+    owned = not ps.model_parallel_is_initialized()
+    if owned:
         ps.initialize_model_parallel()
 
     def count(layout, stage_layers, pre, post):
@@ -90,7 +91,9 @@ def build():
                          share_embeddings_and_output_weights=not
                          layout.untie_embeddings_and_output_weights)
         return sum(p.numel() for p in model.parameters())
-    return count
+    yield count
+    if owned:  # later tests (--verify's oracle) initialize their own
+        ps.destroy_model_parallel()
 
 
 def check(build, args):
