@@ -48,12 +48,21 @@ from parallel_layout.flags import (add_layout_arguments, layout_from_namespace, 
                                    resolve_release_dependent)
 
 PROG = "check_parallel_layout.py"
-MAX_TEXT_RANKS = 64
+MAX_TEXT_RANKS = 64  # rank-map entries in --json of a summarised (large) world
+SUMMARY_TEXT_RANKS = 8  # rank-map lines in the text (--json has every rank up to 256 GPUs)
+MAX_RANKS_WORLD = 1 << 20  # every group is computed: ~1.5 GB and 4 s at this size
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise BadInput(message)
+
+
+def _plan_limit(text):
+    value = int(text)
+    if not 0 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 100000, got {value}")
+    return value
 
 
 def build_parser():
@@ -64,13 +73,25 @@ def build_parser():
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (schema_version %d)" % SCHEMA_VERSION)
     parser.add_argument("--ranks", action="store_true", help="add rank groups and a rank map")
+    parser.add_argument("--ranks-all", action="store_true",
+                        help="with --ranks on more than %d GPUs: every group and rank in "
+                             "--json, instead of a summary" % 256)
+    parser.add_argument("--schedule", action="store_true",
+                        help="add the pipeline schedule: per pipeline rank, warm-up, 1F1B and "
+                             "cool-down steps (1F1B or interleaved) and the global decoder "
+                             "layers of each virtual stage")
     parser.add_argument("--plan", action="store_true",
                         help="enumerate and rank every valid layout for the model")
-    parser.add_argument("--plan-limit", type=int, default=20, metavar="N",
+    parser.add_argument("--plan-limit", type=_plan_limit, default=20, metavar="N",
                         help="layouts to print with --plan (default 20; 0 = all)")
     parser.add_argument("--verify", action="store_true",
                         help="also run the installed Megatron on the whole command; a "
                              "disagreement exits 1 with both verdicts")
+    parser.add_argument("--entry", metavar="SCRIPT",
+                        help="the Megatron-LM entry script the flags go to (default "
+                             "pretrain_gpt.py); the arguments of known entry scripts "
+                             "(examples/multimodal/train.py, the ModelOpt finetune.py, ...) "
+                             "are legal; under an unknown one, unknown flags are warnings")
     parser.add_argument("--megatron-version", metavar="X.Y",
                         help="apply the rules and flag set of this release (0.12-0.19; "
                              "default: the installed megatron-core, else 0.19.2)")
@@ -117,12 +138,7 @@ def text_report(layout, result, unknown, extra):
         lines.append(f"  {key}: {d[key]}")
     mem = result.memory
     if mem:
-        fits = "" if mem["fits"] is None else (" (fits)" if mem["fits"] else " (DOES NOT FIT)")
-        lines.append(
-            f"Memory per GPU ({mem['precision']}): weights+optimizer "
-            f"{gib(mem['weight_and_optimizer_bytes_per_gpu'])}, activations (first stage) "
-            f"{gib(mem['activation_bytes_per_gpu'])}, most loaded total "
-            f"{gib(mem['total_bytes_per_gpu'])} on PP rank {mem['most_loaded_pp_rank']}{fits}")
+        lines += memory_lines(mem)
     else:
         lines.append("Memory: not estimated (needs --num-layers --hidden-size "
                      "--num-attention-heads and a valid split)")
@@ -137,13 +153,21 @@ def text_report(layout, result, unknown, extra):
         lines.append("Known to Megatron-LM, not used for the layout: "
                      + " ".join(sorted_flags["irrelevant"]))
     if sorted_flags["unknown"]:
-        lines.append("Unknown to this release (Megatron-LM exits at argument parsing): "
+        from parallel_layout.entries import known, resolve
+        entry = resolve(layout.entry)
+        lines.append("Unknown to this release (Megatron-LM exits at argument parsing"
+                     + ("" if known(entry) else f" unless {entry.name} adds them") + "): "
                      + " ".join(u["flag"] for u in sorted_flags["unknown"]))
     if "ranks" in extra:
         lines += rank_map_lines(layout, extra["ranks"], extra["rank_map"])
+    if "schedule" in extra:
+        from parallel_layout import schedule
+        lines += (schedule.lines(extra["schedule"]) if extra["schedule"] else
+                  ["Pipeline schedule: not computed (needs a valid layout with "
+                   "--micro-batch-size and --num-layers)"])
     if "verify" in extra:
         v = extra["verify"]
-        if v.get("available") and not v["agrees"]:
+        if v.get("available") and v["agrees"] is False:
             lines.append("DISAGREEMENT with Megatron: checker says "
                          f"{'valid' if result.valid else 'invalid'}; Megatron "
                          f"{'accepts' if v['megatron']['accepted'] else 'rejects'}"
@@ -153,20 +177,60 @@ def text_report(layout, result, unknown, extra):
     return "\n".join(lines)
 
 
+MAX_MEMORY_RANKS = 8  # pipeline ranks listed one per line; the most loaded is always shown
+
+
+def memory_lines(mem):
+    """One line per pipeline rank (weights+optimizer + activations = total of that
+    rank), then the most loaded rank against the memory given."""
+    lines = [f"Memory per GPU ({mem['precision']}), by pipeline rank: weights+optimizer + "
+             "activations = total"]
+    stages = mem["per_stage"]
+    worst = mem["most_loaded_pp_rank"]
+    shown = stages[:MAX_MEMORY_RANKS]
+    if worst >= MAX_MEMORY_RANKS:
+        shown = shown[:-1] + [stages[worst]]
+    for st in shown:
+        # each term rounded as printed, so that the printed line adds up
+        w = round(st["weight_and_optimizer_bytes"] / (1 << 30), 2)
+        a = round((st["activation_bytes"] or 0) / (1 << 30), 2)
+        lines.append(f"  PP rank {st['pp_rank']:>3}: {w:.2f} + {a:.2f} = {w + a:.2f} GiB"
+                     + ("  <- most loaded" if st["pp_rank"] == worst else ""))
+    if len(stages) > len(shown):
+        lines.append(f"  ... {len(stages) - len(shown)} more pipeline ranks (use --json)")
+    budget = mem["gpu_memory_bytes"]
+    if budget:
+        verdict = "fits" if mem["fits"] else "DOES NOT FIT"
+        lines.append(f"  Most loaded: PP rank {worst}, {gib(mem['total_bytes_per_gpu'])}: "
+                     f"{verdict} in {gib(budget)}")
+    else:
+        lines.append(f"  Most loaded: PP rank {worst}, {gib(mem['total_bytes_per_gpu'])} "
+                     "(give --gpu-memory-gib for a verdict)")
+    return lines
+
+
 def rank_map_lines(layout, groups, rank_map):
+    from parallel_layout import ranks
     lines = ["Rank map (rank: node/gpu  tp pp dp cp | ep etp edp):"]
-    for entry in rank_map[:MAX_TEXT_RANKS]:
+    shown = SUMMARY_TEXT_RANKS  # the text stays short; --json has every rank (up to 256)
+    for entry in rank_map[:shown]:
         c = entry["coords"]
         lines.append(f"  rank {entry['rank']:>5}: node {entry['node']:>4} gpu {entry['gpu']:>2}  "
                      f"tp={c['tp']} pp={c['pp']} dp={c['dp']} cp={c['cp']} | "
                      f"ep={c['ep']} etp={c['etp']} edp={c['edp']}")
-    if len(rank_map) > MAX_TEXT_RANKS:
-        lines.append(f"  ... {len(rank_map) - MAX_TEXT_RANKS} more ranks (use --json)")
-    lines.append("Groups (first 4 of each):")
-    for name, gs in groups.items():
-        shown = "; ".join(str(g) for g in gs[:4])
-        more = f" ... ({len(gs)} groups)" if len(gs) > 4 else ""
-        lines.append(f"  {name:>18}: {shown}{more}")
+    if layout.world_size > shown:
+        lines.append(f"  ... {layout.world_size - shown} more ranks (use --json"
+                     + (" --ranks-all" if layout.world_size > ranks.SUMMARY_ABOVE else "") + ")")
+    lines.append("Groups (count x size: the first two ... the last):")
+    summary = groups if isinstance(next(iter(groups.values()), None), dict) \
+        else ranks.summarise(groups)
+    for name, g in summary.items():
+        shown = f"[{g['first']}]" + (f"; [{g['second']}]" if g["second"] else "")
+        if g["count"] > 2 and summary is not groups and g["count"] <= 4:
+            shown = "; ".join(f"[{ranks.compact(x)}]" for x in groups[name])  # all of them
+        elif g["count"] > 2:
+            shown += f" ... [{g['last']}]"
+        lines.append(f"  {name:>18}: {g['count']} x {g['size']}: {shown}")
     return lines
 
 
@@ -210,7 +274,8 @@ def classify_flags(argv, layout):
     megatron = {f.option for f in FLAGS}
     own = checker - megatron  # the checker's own options are not Megatron's
     tokens = [t for t, _ in _strip_own(argv, own)]
-    return classify(tokens, layout.megatron_version, megatron)
+    from parallel_layout.entries import resolve
+    return classify(tokens, layout.megatron_version, megatron, resolve(layout.entry).flags)
 
 
 def _strip_own(argv, own):
@@ -232,15 +297,23 @@ def collect_extra(args, layout, result):
             and not any(v.rule == "expert-grid-divisible" for v in result.violations):
         from parallel_layout import ranks
         order = ranks.layout_order(layout)
-        extra["ranks"] = ranks.rank_groups(layout, order=order)
+        groups = ranks.rank_groups(layout, order=order)
         extra["rank_order"] = order
         coords = ranks.rank_coordinates(layout, order=order)
         n = layout.gpus_per_node
+        summary = layout.world_size > ranks.SUMMARY_ABOVE and not args.ranks_all
+        extra["ranks"] = ranks.summarise(groups) if summary else groups
+        extra["ranks_summarised"] = summary
         extra["rank_map"] = [{"rank": r, "node": r // n, "gpu": r % n, "coords": c}
-                             for r, c in enumerate(coords)]
+                             for r, c in enumerate(coords[:MAX_TEXT_RANKS] if summary
+                                                   else coords)]
+        extra["rank_map_total"] = layout.world_size
     elif args.ranks:
         extra["ranks"] = None
         extra["rank_map"] = []
+    if args.schedule:
+        from parallel_layout import schedule
+        extra["schedule"] = schedule.schedule(layout) if result.valid else None
     if args.verify:
         from parallel_layout import verify
         extra["verify"] = verify.verify(layout, result)
@@ -254,7 +327,11 @@ def run(argv):
     layout = layout_from_namespace(args)
     layout.other_flags = tuple(unknown)
     layout.megatron_version = version
+    layout.entry = args.entry
     resolve_release_dependent(layout)
+    if args.ranks and layout.world_size > MAX_RANKS_WORLD:
+        raise BadInput(f"--ranks lists rank groups for up to {MAX_RANKS_WORLD:,} GPUs "
+                       f"(got --world-size {layout.world_size:,})")
     if args.plan_limit < 0:
         raise BadInput("--plan-limit must be >= 0")
     if args.plan and None in (layout.num_layers, layout.hidden_size, layout.num_attention_heads,
@@ -290,19 +367,37 @@ def run(argv):
             print(plan_lines(plans, args.plan_limit, own_rank))
     if args.plan:
         return 0 if plans else 1
-    disagrees = args.verify and extra["verify"].get("available") and not extra["verify"]["agrees"]
+    disagrees = args.verify and extra["verify"].get("available") \
+        and extra["verify"]["agrees"] is False
     return 0 if result.valid and not disagrees else 1
+
+
+def _stdout_to_devnull():
+    """Later writes, and the flush at exit, go nowhere instead of raising."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stdout without a descriptor (tests)
+        pass
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
-        return run(argv)
+        code = run(argv)
+        sys.stdout.flush()  # inside the guard: a closed pipe raises here, not at exit
+        return code
     except BadInput as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except (KeyboardInterrupt, BrokenPipeError):
-        return 2
+    except BrokenPipeError:  # the reader is gone (| head): its choice, not an error
+        _stdout_to_devnull()
+        return 0
+    except KeyboardInterrupt:
+        _stdout_to_devnull()
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
     except Exception as exc:  # noqa: BLE001 - the contract is: never a traceback
         print(f"{PROG}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())}",
               file=sys.stderr)

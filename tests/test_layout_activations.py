@@ -167,3 +167,111 @@ def test_nemo_llama3_70b_recipe_fits_on_80_gib():
     result = rules.check(layout, suggest=False)
     assert result.valid and result.memory["fits"]
     assert result.memory["total_bytes_per_gpu"] < 70 * 2 ** 30
+
+
+# The issue's two unfused-attention layers (local spec, bf16, no dropout, an
+# explicit boolean mask), built with TransformerConfig's own defaults, and the
+# bytes the issue measured for them.
+ISSUE_LAYERS = {
+    "dense-h512-s512": ((512, 512, 8, 1), {}, 20_979_712,
+                        "--hidden-size 512 --num-attention-heads 8 --seq-length 512 "
+                        "--micro-batch-size 1"),
+    "gqa-swiglu-h512-s1024": ((1024, 512, 8, 2),
+                              dict(gated_linear_unit=True, activation_func="silu",
+                                   normalization="RMSNorm", ffn_hidden_size=1408,
+                                   add_bias_linear=False, bias_activation_fusion=True,
+                                   num_query_groups=2), 146_309_120,
+                              "--hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+                              "--micro-batch-size 2 --group-query-attention "
+                              "--num-query-groups 2 --swiglu --ffn-hidden-size 1408 "
+                              "--normalization RMSNorm --disable-bias-linear"),
+}
+ISSUE_PROBE = r"""
+import json, sys, warnings
+sys.path[:0] = [sys.argv[1]]
+warnings.simplefilter("ignore")
+import torch, torch.distributed as dist
+from unittest import mock
+from megatron.core import parallel_state as ps, tensor_parallel
+import layer_activation_probe as probe
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=0, world_size=1)
+tracker = lambda *a, **k: probe._Tracker()
+points = json.loads(sys.argv[3])
+out = {}
+with mock.patch.object(tensor_parallel.random, "get_cuda_rng_tracker", tracker), \
+        mock.patch.object(tensor_parallel, "get_cuda_rng_tracker", tracker), \
+        mock.patch.object(torch.cuda, "current_device", lambda: "cpu"), \
+        mock.patch.object(tensor_parallel.random, "_get_cuda_rng_state", lambda **k: None), \
+        mock.patch.object(tensor_parallel.random, "_set_cuda_rng_state", lambda *a, **k: None):
+    ps.initialize_model_parallel(create_gloo_process_groups=False)
+    for name, (sizes, overrides) in points.items():
+        probe.S, probe.H, probe.HEADS, probe.B = sizes
+        # TransformerConfig's default attention_softmax_in_fp32 (the probe's grid sets False)
+        overrides = dict(overrides, hidden_dropout=0.0, attention_dropout=0.0,
+                         attention_softmax_in_fp32=True)
+        out[name] = probe.measure(name, overrides, 1, "layer")["bytes"]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def issue_measured():
+    points = {name: (sizes, overrides) for name, (sizes, overrides, _, _) in
+              ISSUE_LAYERS.items()}
+    proc = subprocess.run([sys.executable, "-c", ISSUE_PROBE, os.path.join(ROOT, "tests"),
+                           str(free_port()), json.dumps(points)], capture_output=True,
+                          text=True, timeout=600,
+                          env=dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONWARNINGS="ignore"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def checker_estimate(flags_text, profile):
+    from parallel_layout import flags, memory
+    argv = ("--world-size 1 --num-layers 1 --max-position-embeddings 1024 --bf16 "
+            "--attention-dropout 0 --hidden-dropout 0 --transformer-impl local "
+            "--attention-softmax-in-fp32 " + flags_text).split()
+    layout, _ = flags.parse_layout(argv)
+    s = layout.seq_length
+    return activations.layer_bytes_per_token(memory.layer_model_inputs(layout, s),
+                                             profile) * s * layout.micro_batch_size
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ISSUE_LAYERS))
+def test_unfused_attention_within_10_percent_of_the_issue_layers(name, issue_measured):
+    """Measured here and in the issue; the checker, told the softmax runs in fp32
+    (TransformerConfig's default, which these layers used), is within 10% of both
+    (CPU profile: what this CPU measures; GPU profile: what the estimate prints)."""
+    _, _, issue_bytes, flags_text = ISSUE_LAYERS[name]
+    measured = issue_measured[name]
+    assert abs(measured - issue_bytes) / issue_bytes <= TOLERANCE, (measured, issue_bytes)
+    for profile in ("cpu", "gpu"):
+        ours = checker_estimate(flags_text, profile)
+        for truth in (measured, issue_bytes):
+            assert abs(ours - truth) / truth <= TOLERANCE, (profile, ours, truth)
+
+
+@pytest.mark.slow
+def test_megatron_lm_runs_the_softmax_in_bf16_by_default():
+    """What the issue's estimate left out: Megatron-LM's --attention-softmax-in-fp32
+    defaults to off (core_transformer_config_from_args copies it, excluded from the
+    dataclass defaults), TransformerConfig's field to on; --apply-query-key-layer-scaling
+    turns it on in validate_args.  The checker follows the flags."""
+    import warnings
+    from megatron.core.transformer import TransformerConfig
+    from megatron.training.argument_utils import core_transformer_config_from_args
+    from parallel_layout import flags, verify
+    assert TransformerConfig(num_layers=1, hidden_size=8,
+                             num_attention_heads=1).attention_softmax_in_fp32 is True
+    base = ("--world-size 1 --num-layers 1 --hidden-size 64 --num-attention-heads 8 "
+            "--seq-length 64 --max-position-embeddings 64 --micro-batch-size 1").split()
+    for extra, expected in (([], False), (["--apply-query-key-layer-scaling"], True),
+                            (["--attention-softmax-in-fp32"], True)):
+        layout, _ = flags.parse_layout(base + extra)
+        with warnings.catch_warnings(), verify._environment(layout):
+            warnings.simplefilter("ignore")
+            config = core_transformer_config_from_args(verify._validate(layout))
+        assert config.attention_softmax_in_fp32 is expected
+        from parallel_layout import memory
+        assert memory.layer_model_inputs(layout, 64)["softmax_fp32"] is expected

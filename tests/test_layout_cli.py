@@ -75,10 +75,25 @@ def test_ranks_json_and_text_rank_map():
     assert "rank     5: node    1 gpu  1" in text
 
 
+def check_plan_page(rc, data, limit=20):
+    """--plan exits 0 and prints the first ``limit`` of ``plan_count`` layouts."""
+    assert rc == 0, rc
+    assert len(data["plan"]) == min(limit, data["plan_count"]), (len(data["plan"]),
+                                                                 data["plan_count"])
+
+
+@pytest.mark.parametrize("rc,shown,count", [(1, 20, 40), (0, 20, 5), (0, 3, 40)])
+def test_plan_page_check_fails_on_broken_output(rc, shown, count):
+    """The check above fails on a wrong exit code or a wrong page size (before it was
+    fixed, operator precedence let any exit code pass once there were 20+ plans)."""
+    with pytest.raises(AssertionError):
+        check_plan_page(rc, {"plan": [{}] * shown, "plan_count": count})
+
+
 def test_plan_lists_valid_layouts_best_first():
     rc, out, _ = run(["--world-size", 64, "--plan", "--json"] + MODEL)
     data = json.loads(out)
-    assert rc == 0 and data["plan_count"] == len(data["plan"]) or data["plan_count"] > 20
+    check_plan_page(rc, data)
     for plan in data["plan"]:
         argv = ["--world-size", "64"] + MODEL + plan["flags"].split()
         assert rules.check(flags.parse_layout(argv)[0]).valid, plan
@@ -97,6 +112,11 @@ def test_plan_lists_valid_layouts_best_first():
     (["--world-size", "8", "--recompute-granularity", "some"], "invalid choice"),
     (["--world-size", "8", "--gpu-memory-gib", "nan"], "positive number"),
     (["--world-size", "720720", "--plan"], "--plan needs the model"),
+    (["--world-size", "8", "--num-layers", "2147483648"], "must be <= 2,147,483,647"),
+    (["--world-size", "8", "--seq-length", "9" * 40], "expected an integer"),
+    (["--world-size", "2097152", "--ranks"], "--ranks lists rank groups for up to"),
+    (["--world-size", "8", "--entry", "train.py"], "matches several Megatron-LM scripts"),
+    (["--world-size", "8", "--entry", "x" * 600], "--entry: a script path of at most"),
 ])
 def test_bad_input_exits_2_with_one_line(argv, needle):
     rc, out, err = run(argv)
@@ -156,3 +176,119 @@ def test_verify_reports_agreement_with_megatron(extra, valid):
     assert data["verify"]["available"] is True
     assert data["verify"]["megatron"]["accepted"] is valid
     assert data["verify"]["agrees"] is True
+
+
+LARGE = ["--world-size", 16384, "--tensor-model-parallel-size", 8,
+         "--pipeline-model-parallel-size", 4, "--num-experts", 64,
+         "--expert-model-parallel-size", 8, "--disable-bias-linear", "--ranks"]
+
+
+def expand(text):
+    """The ranks a compact group text stands for ('0..24 step 8, 40' -> [0, 8, 16, 24, 40])."""
+    out = []
+    for part in text.split(", "):
+        if ".." in part:
+            span, _, step = part.partition(" step ")
+            a, b = (int(x) for x in span.split(".."))
+            out += list(range(a, b + 1, int(step or 1)))
+        else:
+            out.append(int(part))
+    return out
+
+
+def test_ranks_summarise_a_large_world():
+    """16,384 GPUs: text under 4 KB, JSON under 16 KB, each kind of group as its
+    count, size, first two and last groups, which are the real groups."""
+    layout = flags.parse_layout([str(a) for a in LARGE[:-1]])[0]
+    real = ranks.rank_groups(layout, order=ranks.layout_order(layout))
+    rc, text, _ = run(LARGE)
+    assert rc == 0 and len(text.encode()) <= 4096, len(text.encode())
+    rc, out, _ = run(LARGE + ["--json"])
+    assert len(out.encode()) <= 16384, len(out.encode())
+    data = json.loads(out)
+    assert data["ranks_summarised"] is True and data["rank_map_total"] == 16384
+    for name, groups in real.items():
+        s = data["ranks"][name]
+        assert (s["count"], s["size"]) == (len(groups), len(groups[0]))
+        for shown, group in zip((s["first"], s["second"], s["last"]),
+                                (groups[0], groups[1], groups[-1])):
+            if ", ..." in shown:  # more runs than shown: the shown ones are the group's start
+                head = expand(shown.split(", ...")[0])
+                assert head == group[:len(head)] and f"({len(group)} ranks)" in shown, name
+            else:
+                assert expand(shown) == group, name
+    assert "  tp-pp: 512 x 32: [0..7, 4096..4103, 8192..8199, 12288..12295]" in text.replace(
+        "             ", "")
+
+
+def test_ranks_all_gives_every_group():
+    rc, out, _ = run(LARGE + ["--json", "--ranks-all"])
+    data = json.loads(out)
+    assert data["ranks_summarised"] is False and len(data["ranks"]["tp"]) == 2048
+    assert len(data["rank_map"]) == 16384
+
+
+@given(st.lists(st.integers(0, 200), min_size=1, max_size=30, unique=True))
+@settings(max_examples=300, deadline=None, derandomize=True)
+def test_compact_groups_expand_to_the_group(values):
+    group = sorted(values)
+    text = ranks.compact(group)
+    head = expand(text.split(", ...")[0])
+    assert head == (group if ", ..." not in text else group[:len(head)])
+
+
+@pytest.mark.parametrize("layout", ["(t*99999)*99999|L", "(t*9999999)*9999999|L",
+                                    "E" + "(tt|)*99999" * 50 + "L", "t*" + "9" * 30,
+                                    "((((t*999)*999)*999)*999)|L"])
+def test_layout_string_expansion_is_bounded_in_total(layout):
+    """The cap applies to the whole expansion (both of Megatron's passes), however
+    the repetitions nest or repeat: an answer in well under a second, one violation."""
+    import time
+    start = time.monotonic()
+    rc, out, err = run(["--world-size", 8, "--pipeline-model-parallel-size", 2, "--num-layers",
+                        4, "--pipeline-model-parallel-layout", layout, "--json"])
+    assert time.monotonic() - start < 5
+    assert rc == 1 and "Traceback" not in err
+    rules_hit = {v["rule"] for v in json.loads(out)["violations"]}
+    assert "pipeline-layout" in rules_hit
+
+
+def test_layout_string_within_the_bound_still_expands():
+    from parallel_layout import derive
+    stages = derive.unroll_layout("Et*3|(tt|)*2,tL")
+    assert stages == ["Ettt", "tt", "tt", "tL"]
+    assert len(derive.unroll_layout("(t|)*1000" + "L")) == 1001
+
+
+def _closed_pipe(argv):
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        return subprocess.run([sys.executable, SCRIPT] + [str(a) for a in argv], stdout=w,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--ranks"]])
+def test_a_closed_pipe_exits_0_without_a_traceback(extra):
+    """`check_parallel_layout.py ... | head`: the reader's choice, not bad input."""
+    proc = _closed_pipe(["--world-size", 64] + MODEL + extra)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+
+
+NUMERIC = [f.option for f in flags.FLAGS + flags.WORLD_FLAGS
+           if f.kind in ("size", "count", "gib", "float")] + ["--plan-limit"]
+
+
+@pytest.mark.parametrize("option", NUMERIC)
+def test_every_numeric_flag_refuses_a_huge_value_in_one_line(option):
+    rc, out, err = run(["--world-size", "8", f"{option}=99999999999999999999"])
+    assert rc == 2 and err.count("\n") == 1 and len(err) < 300, err
+
+
+@pytest.mark.parametrize("option", [f.option for f in flags.FLAGS if f.kind == "str"])
+def test_every_string_flag_is_bounded_and_not_echoed_whole(option):
+    rc, out, err = run(["--world-size", "8", f"{option}={'A' * 100_000}"])
+    assert rc == 2 and err.count("\n") == 1 and len(err) < 300, err[:300]

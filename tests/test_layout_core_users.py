@@ -333,7 +333,30 @@ def p_unknown_flag():
     return "another message", _r().raised(lambda: DistributedDataParallelConfig(DDP_impl="local"))
 
 
+def p_fp16_expert_parallel():
+    # The rule is 0.12.3-0.15.3's validate_args; the Core of 0.19.2 is what is observed here.
+    cfg = _r().tc(fp16=True, expert_model_parallel_size=2, num_moe_experts=4)
+    return "nothing", _accepted(cfg, "fp16", "expert_model_parallel_size", "num_moe_experts")
+
+
+def p_deterministic_mode():
+    cfg = _r().tc(deterministic_mode=True, tp_comm_overlap=True, cross_entropy_loss_fusion=True)
+    return "nothing", _accepted(cfg, "deterministic_mode", "tp_comm_overlap",
+                                "cross_entropy_loss_fusion")
+
+
+def p_flag_value():
+    # Core takes Python values: a config dataclass neither converts nor checks a field's type
+    # (the trigger's "12a", given to an int field of DistributedDataParallelConfig).
+    from megatron.core.distributed import DistributedDataParallelConfig
+
+    return "nothing", _accepted(DistributedDataParallelConfig(bucket_size="12a"), "bucket_size")
+
+
 PROBES = {
+    "flag-value": p_flag_value,
+    "fp16-expert-parallel": p_fp16_expert_parallel,
+    "deterministic-mode-options": p_deterministic_mode,
     "hidden-divisible-by-heads": p_hidden_heads,
     "ep-needs-experts": p_ep_needs_experts,
     "experts-divisible-by-ep": p_experts_ep,

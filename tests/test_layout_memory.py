@@ -199,3 +199,67 @@ def test_stage_parameters_add_up_to_megatrons_total(split):
     total = float(re.search(r"Total number of parameters in billions:\s*([\d.]+)",
                             out.getvalue()).group(1))
     assert abs(ours / 1e9 - total) <= 0.005 + 1e-9, (ours, total)
+
+
+MEM = ("--world-size 8 --num-layers 32 --hidden-size 4096 --num-attention-heads 32 "
+       "--seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 4 "
+       "--global-batch-size 256 --vocab-size 32000 --bf16").split()
+
+
+def _cli(argv):
+    import contextlib
+    import io
+    import check_parallel_layout as cli
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        rc = cli.main(argv)
+    return rc, out.getvalue()
+
+
+@pytest.mark.parametrize("extra", [[], ["--pipeline-model-parallel-size", "4",
+                                        "--gpu-memory-gib", "80"],
+                                   ["--pipeline-model-parallel-size", "8",
+                                    "--decoder-first-pipeline-num-layers", "2",
+                                    "--decoder-last-pipeline-num-layers", "6"]])
+def test_memory_lines_add_up_per_rank_and_name_the_worst(extra):
+    """Each printed line is weights+optimizer + activations = total of one pipeline
+    rank (never one rank's weights with another's activations), and the rank named
+    most loaded is the one with the largest total."""
+    rc, text = _cli(MEM + extra)
+    rows = re.findall(r"PP rank +(\d+): ([\d.]+) \+ ([\d.]+) = ([\d.]+) GiB(  <- most loaded)?",
+                      text)
+    assert rows
+    for _, w, a, t, _ in rows:
+        assert abs(float(w) + float(a) - float(t)) < 0.005
+    worst = max(rows, key=lambda r: float(r[3]))
+    assert worst[4] and f"Most loaded: PP rank {worst[0]}," in text
+
+
+def test_does_not_fit_is_a_violation_with_suggestions_that_fit():
+    layout_argv = MEM + ["--gpu-memory-gib", "80"]
+    rc, text = _cli(layout_argv)
+    assert rc == 1 and "[memory-fits]" in text and "DOES NOT FIT" in text
+    from parallel_layout import rules, suggest
+    layout, _ = flags.parse_layout(layout_argv)
+    result = rules.check(layout)
+    assert [v.rule for v in result.violations] == ["memory-fits"]
+    assert result.violations[0].suggestions
+    for changes in result.violations[0].suggestions:
+        fixed = rules.check(suggest.apply(layout, changes), suggest=False)
+        assert fixed.valid and fixed.memory["fits"] is True, changes
+
+
+def test_without_a_budget_it_is_a_warning():
+    rc, text = _cli(MEM)
+    assert rc == 0 and "[memory-over-assumed-gpu]" in text and "DOES NOT FIT" in text
+    assert "[memory-fits]" not in text
+
+
+def test_the_budget_is_read_in_one_place():
+    """--gpu-memory-gib feeds memory.budget_gib, which every verdict reads (a --gpu
+    catalogue sets the same field)."""
+    layout, _ = flags.parse_layout(MEM + ["--gpu-memory-gib", "141"])
+    assert memory.budget_gib(layout) == 141
+    assert memory.estimate(layout)["gpu_memory_bytes"] == 141 * memory.GIB
+    layout.gpu_memory_gib = None
+    assert memory.budget_gib(layout) is None and memory.estimate(layout)["fits"] is None

@@ -89,12 +89,18 @@ def test_interleaved_group_fix_is_never_an_empty_range():
 
 def test_query_group_fix_respects_the_heads_rule():
     """The issue's example: 5 query groups, TP 2, 16 heads: TP 5 or 10 would
-    break heads % TP; only TP 1 works."""
-    _, _, v = violation_of("query-groups-vs-tp",
-                           "--world-size 16 --tensor-model-parallel-size 2 "
-                           "--group-query-attention --num-query-groups 5 --global-batch-size 32")
+    break heads % TP, and TP 1, which the configuration checks accept, fails in
+    the forward pass (16 heads do not split into 5 groups): no layout holds this
+    model, so no layout is suggested and the fix names the query groups."""
+    layout, result, v = violation_of("query-groups-vs-tp",
+                                     "--world-size 16 --tensor-model-parallel-size 2 "
+                                     "--group-query-attention --num-query-groups 5 "
+                                     "--global-batch-size 32")
     assert "use TP in 1 " in v.fix and "5" not in v.fix.split("(")[0].replace("use TP in 1", "")
-    assert v.suggestions == [{"--tensor-model-parallel-size": 1}]
+    assert v.suggestions == []
+    one = rules.check(suggest.apply(layout, {"--tensor-model-parallel-size": 1}))
+    assert [x.rule for x in one.violations] == ["heads-divisible-by-query-groups"]
+    assert "--num-query-groups" in one.violations[0].fix
 
 
 @st.composite
@@ -143,3 +149,49 @@ def test_random_layouts_mostly_get_suggestions():
     if STATS["layouts"] < 40:
         pytest.skip("run with the property test")
     assert STATS["with_suggestions"] >= STATS["layouts"] // 2, STATS
+
+
+KNOB_RULES = sorted(rules.KNOBS)
+
+
+def fix_values(fix, option):
+    """The values a fix line names for ``option`` ('drop the flag' is None)."""
+    text = fix.split(f"use {option} in ", 1)[1].split(":")[0].split(" (and")[0]
+    return [None if v == "drop the flag" else int(v) for v in text.split(", ")]
+
+
+@pytest.mark.parametrize("rule_id", KNOB_RULES)
+def test_fix_line_and_suggestions_come_from_one_search(rule_id):
+    """Every value the fix line names passes every rule when changed alone, and
+    every suggested layout that changes only that flag is among those values."""
+    from test_layout_rules import fired
+    layout, result = fired(rule_id)
+    option = rules.KNOBS[rule_id]
+    v = next(x for x in result.violations if x.rule == rule_id)
+    if f"use {option} in " not in v.fix:
+        assert f"(no value of {option} alone passes every rule" in v.fix
+        assert not [c for c in v.suggestions if set(c) == {option}]
+        return
+    values = fix_values(v.fix, option)
+    for value in values:
+        assert rules.check(suggest.apply(layout, {option: value}), suggest=False).valid, value
+    for changes in v.suggestions:
+        if set(changes) == {option}:
+            assert changes[option] in values, (changes, values)
+
+
+def test_the_issues_vpp_example_fix_and_suggestions_agree():
+    """num_layers_per_pipeline_rank 20 with vp_size 12: the fix line used to offer
+    VPP 4, 5 or 10 while the suggestions offered 10, 20 or none."""
+    layout, _ = flags.parse_layout(("--world-size 16 --pipeline-model-parallel-size 2 "
+                                    "--num-layers 40 --hidden-size 64 --num-attention-heads 8 "
+                                    "--seq-length 64 --max-position-embeddings 64 "
+                                    "--micro-batch-size 1 --global-batch-size 64 "
+                                    "--num-virtual-stages-per-pipeline-rank 12").split())
+    v = rules.check(layout).violations[0]
+    assert v.message.startswith("num_layers_per_pipeline_rank 20")
+    option = "--num-virtual-stages-per-pipeline-rank"
+    values = fix_values(v.fix, option)
+    singles = [c[option] for c in v.suggestions if set(c) == {option}]
+    assert singles and set(singles) <= set(values)
+    assert values[:2] == [10, 20] and None in values

@@ -152,14 +152,14 @@ def test_rules_agree_with_the_installed_0_16_1():
 
 def _rule_messages():
     """{rule id: its message on the rule corpus trigger} (0.19.2 wording)."""
-    from parallel_layout import flags as F, rules as R
-    from test_layout_rules import argv_for
+    from parallel_layout import rules as R
+    from test_layout_rules import fired
     out = {}
     for rule in R.RULES:
         if rule.kind != "error":
             continue
-        layout, _ = F.parse_layout(argv_for(rule.id))
-        found = [v.message for v in R.check(layout, suggest=False).violations if v.rule == rule.id]
+        _, result = fired(rule.id)  # in the release its trigger names, if any
+        found = [v.message for v in result.violations if v.rule == rule.id]
         out[rule.id] = " ".join(found[0].split())
     return out
 
@@ -188,3 +188,99 @@ def test_rule_version_ranges_are_where_the_message_is_in_the_released_source():
             (rule.id, found)
         checked += 1
     assert checked >= 25
+
+
+# Rules whose message depends on the release: (rule id, trigger flags, {release: message or None}),
+# each message where the release index (compiled from the released sources) has it.
+RELEASE_MESSAGES = [
+    ("ep-tp-needs-sp", "--num-experts 8 --disable-bias-linear --expert-model-parallel-size 2 "
+                       "--tensor-model-parallel-size 2",
+     "megatron/core/model_parallel_config.py",
+     {"0.12.3": "When using expert parallelism and tensor parallelism, sequence parallelism "
+                "must be used", "0.14.0": "When using expert parallelism and tensor "
+                                           "parallelism, sequence parallelism must be used",
+      "0.15.3": None, "0.19.2": None}),
+    ("moe-bias-needs-etp1", "--num-experts 8 --expert-tensor-parallel-size 2 "
+                            "--tensor-model-parallel-size 2",
+     "megatron/core/transformer/transformer_config.py",
+     {"0.12.3": "Bias is not supported for MoE", "0.14.0": "Bias is not supported for MoE",
+      "0.15.3": "Bias in Moe is only supported when ETP==1",
+      "0.19.2": "Bias in Moe is only supported when ETP==1"}),
+    ("moe-bias-needs-etp1", "--num-experts 8 --expert-tensor-parallel-size 1",
+     "megatron/core/transformer/transformer_config.py",
+     {"0.13.1": "Bias is not supported for MoE", "0.15.3": None, "0.19.2": None}),
+    ("fp16-expert-parallel", "--fp16 --num-experts 8 --expert-model-parallel-size 2 "
+                             "--disable-bias-linear",
+     "megatron/training/arguments.py",
+     {"0.12.3": "Expert parallelism is not supported with fp16 training.",
+      "0.15.3": "Expert parallelism is not supported with fp16 training.",
+      "0.16.1": None, "0.19.2": None}),
+]
+
+
+@pytest.mark.parametrize("rule_id,argv,source,by_release", RELEASE_MESSAGES,
+                         ids=[f"{r[0]}-{i}" for i, r in enumerate(RELEASE_MESSAGES)])
+def test_release_dependent_messages_follow_the_released_sources(rule_id, argv, source,
+                                                                by_release):
+    """Under --megatron-version X the checker gives X's message (or nothing), and X's
+    sources (the release index) hold that message in the rule's file, or not at all."""
+    from release_index import load
+    from parallel_layout import flags as F, rules as R
+    base = ("--world-size 16 --num-layers 4 --hidden-size 64 --num-attention-heads 8 "
+            "--seq-length 64 --max-position-embeddings 64 --micro-batch-size 1 ")
+    for version, expected in by_release.items():
+        layout, _ = F.parse_layout((base + argv).split())
+        layout.megatron_version = version
+        got = [v.message for v in R.check(layout, suggest=False).violations
+               if v.rule == rule_id]
+        assert got == ([expected] if expected else []), (version, got)
+        in_source = {m["text"] for m in load(version).messages() if m["file"] == source}
+        if expected:
+            assert expected in in_source, version
+        else:  # none of the rule's messages in that file of that release
+            assert not {e for e in by_release.values() if e} & in_source, version
+
+
+PY_0131 = os.path.join(ROOT, ".venv-0131", "bin", "python")
+CORE_0131_PROBE = r"""
+import json, warnings
+warnings.simplefilter("ignore")
+from megatron.core.transformer.transformer_config import TransformerConfig
+base = dict(num_layers=4, hidden_size=64, num_attention_heads=8, num_moe_experts=8)
+out = {}
+for name, kw in (("moe-bias", dict(base, add_bias_linear=True, expert_tensor_parallel_size=1)),
+                 ("ep-tp-no-sp", dict(base, add_bias_linear=False, tensor_model_parallel_size=2,
+                                      expert_model_parallel_size=2, sequence_parallel=False))):
+    try:
+        TransformerConfig(**kw)
+        out[name] = None
+    except (AssertionError, ValueError) as exc:
+        out[name] = str(exc)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists(PY_0131), reason="needs .venv-0131 (megatron-core 0.13.1)")
+def test_old_moe_rules_agree_with_the_installed_0_13_1():
+    """The real megatron-core 0.13.1 rejects a biased MoE even with ETP 1, and EP with TP
+    but no sequence parallelism, with the messages the checker gives under
+    --megatron-version 0.13.1 (0.19.2 accepts both: only warnings)."""
+    real = subprocess.run([PY_0131, "-c", CORE_0131_PROBE], capture_output=True, text=True,
+                          timeout=300)
+    assert real.returncode == 0, real.stderr[-2000:]
+    verdict = json.loads(real.stdout.strip().splitlines()[-1])
+    from parallel_layout import flags as F, rules as R
+    base = ("--world-size 8 --num-layers 4 --hidden-size 64 --num-attention-heads 8 "
+            "--seq-length 64 --max-position-embeddings 64 --micro-batch-size 1 --num-experts 8 ")
+    cases = {"moe-bias": (base + "--expert-tensor-parallel-size 1", "moe-bias-needs-etp1"),
+             "ep-tp-no-sp": (base + "--disable-bias-linear --tensor-model-parallel-size 2 "
+                                    "--expert-model-parallel-size 2", "ep-tp-needs-sp")}
+    for name, (argv, rule) in cases.items():
+        for version, expected in (("0.13.1", verdict[name]), ("0.19.2", None)):
+            layout, _ = F.parse_layout(argv.split())
+            layout.megatron_version = version
+            got = [v.message for v in R.check(layout, suggest=False).violations
+                   if v.rule == rule]
+            assert got == ([expected] if expected else []), (name, version, got)
+        assert verdict[name] is not None

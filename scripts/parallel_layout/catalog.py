@@ -116,11 +116,14 @@ def split_flags(tokens):
     return out
 
 
-def classify(tokens, version, used_options):
+def classify(tokens, version, used_options, entry_flags=()):
     """Sort the pasted arguments: ``used`` (the checker reads them),
-    ``irrelevant`` (Megatron-LM knows them; they do not touch the layout) and
-    ``unknown`` (not a flag of ``version``: Megatron-LM stops at parsing)."""
+    ``irrelevant`` (Megatron-LM or the entry script knows them; they do not
+    touch the layout) and ``unknown`` (not a flag of ``version`` nor of the
+    entry script's ``entry_flags``: Megatron-LM stops at parsing)."""
     flags = release_flags(version)
+    if flags is not None and entry_flags:
+        flags = dict(flags, **{o: {} for o in entry_flags})
     used, irrelevant, unknown = [], [], []
     for option, values in split_flags(tokens):
         if option is None:

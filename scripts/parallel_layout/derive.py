@@ -173,17 +173,27 @@ def sequence_parallel(layout):
     return bool(layout.sequence_parallel and layout.tensor_model_parallel_size > 1)
 
 
+MAX_LAYOUT_CHARS = 1_000_000  # expanded layout characters (layers and '|'), in total
+
+
 def unroll_layout(text):
     """PipelineParallelLayerLayout.parse_str_to_list: stages as lists of chars.
-    Raises ValueError on characters Megatron does not know."""
+    Raises ValueError on characters Megatron does not know, LayoutTooLong when
+    the expansion would exceed MAX_LAYOUT_CHARS in total (Megatron's two
+    passes, "(...)*n" then "x*n", are sized before either one expands)."""
     text = text.replace(",", "")
+    if len(text) > MAX_LAYOUT_CHARS:
+        raise LayoutTooLong("layout too long")
     for pattern in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
-        def repeat(match):
-            count = int(match.group(2))
-            if count * len(match.group(1)) > 10_000_000:
+        grown = len(text)
+        for match in re.finditer(pattern, text):
+            digits = match.group(2).lstrip("0") or "0"
+            if len(digits) > 7:
                 raise LayoutTooLong("layout too long")
-            return match.group(1) * count
-        text = re.sub(pattern, repeat, text)
+            grown += len(match.group(1)) * int(digits) - len(match.group(0))
+            if grown > MAX_LAYOUT_CHARS:
+                raise LayoutTooLong("layout too long")
+        text = re.sub(pattern, lambda m: m.group(1) * int(m.group(2)), text)
     stages = text.split("|")
     for stage in stages:
         for ch in stage:

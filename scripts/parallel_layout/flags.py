@@ -111,7 +111,10 @@ FLAGS = (
          ("local", "transformer_engine", "inference_optimized")),
     Flag("--attention-dropout", "attention_dropout", "float", 0.1),
     Flag("--hidden-dropout", "hidden_dropout", "float", 0.1),
-    Flag("--attention-softmax-in-fp32", "attention_softmax_in_fp32", "true", False),
+    Flag("--attention-softmax-in-fp32", "attention_softmax_in_fp32", "true", False,
+         help="Megatron-LM's default is off; TransformerConfig's own default is on"),
+    Flag("--apply-query-key-layer-scaling", "apply_query_key_layer_scaling", "true", False,
+         help="also turns --attention-softmax-in-fp32 on (validate_args)"),
     Flag("--multi-latent-attention", "multi_latent_attention", "true", False),
     Flag("--qk-head-dim", "qk_head_dim", "size", 128),
     Flag("--qk-pos-emb-head-dim", "qk_pos_emb_head_dim", "count", 64),
@@ -130,6 +133,11 @@ FLAGS = (
     Flag("--overlap-moe-expert-parallel-comm", "overlap_moe_expert_parallel_comm", "true",
          False),
     Flag("--decoder-seq-length", "decoder_seq_length", "size", None),
+    # --deterministic-mode's requirements (rules.deterministic_mode)
+    Flag("--deterministic-mode", "deterministic_mode", "true", False),
+    Flag("--tp-comm-overlap", "tp_comm_overlap", "true", False),
+    Flag("--cross-entropy-loss-fusion", "cross_entropy_loss_fusion", "true", False),
+    Flag("--use-flash-attn", "use_flash_attn", "true", False),
 )
 
 # Flags of the checker itself (not Megatron's): the cluster shape.
@@ -145,9 +153,10 @@ WORLD_FLAGS = (
 DEFAULT_GPUS_PER_NODE = 8
 
 
-# Not flags: the release the rules follow (--megatron-version, resolved) and
-# the pasted arguments the checker did not parse (other Megatron-LM flags).
-EXTRA_FIELDS = (("megatron_version", None), ("other_flags", ()))
+# Not flags: the release the rules follow (--megatron-version, resolved), the
+# pasted arguments the checker did not parse (other Megatron-LM flags) and the
+# entry script (--entry; None: pretrain_gpt.py, parallel_layout.entries).
+EXTRA_FIELDS = (("megatron_version", None), ("other_flags", ()), ("entry", None))
 
 
 def _fields():
@@ -166,26 +175,49 @@ LayoutInput.__doc__ = (
 )
 
 
+# Every integer flag is bounded: no real layout needs a size beyond 2**31 - 1
+# (torch's int32 tensor sizes), and unbounded sizes make the fix search slow.
+MAX_INT = (1 << 31) - 1
+
+
 def _int_type(minimum):
     def convert(text):
-        if not re.fullmatch(r"\s*[+-]?\d+\s*", text or ""):
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+        if not re.fullmatch(r"\s*[+-]?\d{1,30}\s*", text or ""):
+            raise argparse.ArgumentTypeError(f"expected an integer, got {_shown(text or '')}")
         value = int(text)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        if value > MAX_INT:
+            raise argparse.ArgumentTypeError(f"must be <= {MAX_INT:,}, got {value}")
         return value
     convert.__name__ = "int"
     return convert
+
+
+MAX_GIB = 1 << 20  # GPU memory in GiB: a mebi-GiB is beyond any GPU
+MAX_TEXT = 10_000  # characters of a string flag (a layout or hybrid pattern of thousands of layers)
+
+
+def _shown(text, limit=40):
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _gib(text):
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number, got {_shown(text)}") from None
+    if not 0 < value <= MAX_GIB:
+        raise argparse.ArgumentTypeError(f"must be a positive number up to {MAX_GIB}, "
+                                         f"got {_shown(text)}")
     return value
+
+
+def _text(text):
+    if len(text) > MAX_TEXT:
+        raise argparse.ArgumentTypeError(f"at most {MAX_TEXT:,} characters, got {len(text):,}: "
+                                         f"{_shown(text)}")
+    return text
 
 
 def _freq(text):
@@ -197,13 +229,13 @@ def _freq(text):
         return value
     body = text.strip()
     if not re.fullmatch(r"[\[\]\(\)01,\s*+\d]+", body) or len(body) > 2000:
-        raise argparse.ArgumentTypeError(f"expected an int or a list of 0/1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected an int or a list of 0/1, got {_shown(text)}")
     try:
         value = _eval_pattern(body)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        raise argparse.ArgumentTypeError(f"cannot read the pattern {text!r}") from None
+        raise argparse.ArgumentTypeError(f"cannot read the pattern {_shown(text)}") from None
     if not (isinstance(value, list) and value and all(v in (0, 1) for v in value)):
-        raise argparse.ArgumentTypeError(f"expected a list of 0/1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a list of 0/1, got {_shown(text)}")
     return value
 
 
@@ -235,13 +267,13 @@ def _fraction(text):
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a number, got {_shown(text)}") from None
     if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {_shown(text)}")
     return value
 
 
-_TYPES = {"size": _int_type(1), "count": _int_type(0), "gib": _gib, "freq": _freq, "str": str,
+_TYPES = {"size": _int_type(1), "count": _int_type(0), "gib": _gib, "freq": _freq, "str": _text,
           "float": _fraction}
 
 

@@ -38,6 +38,18 @@ BYTES_PER_PARAM = {
 }
 
 
+# The memory a GPU is assumed to have when none is given (a warning, not an error).
+ASSUMED_GPU_GIB = 80
+
+
+def budget_gib(layout):
+    """The GPU memory the user gave, in GiB, or None: the one place every memory
+    verdict reads (``--gpu-memory-gib``; a ``--gpu NAME`` catalogue sets the same
+    field from the GPU's HBM capacity).  Given, "DOES NOT FIT" is a violation;
+    not given, a warning against ASSUMED_GPU_GIB."""
+    return layout.gpu_memory_gib or None
+
+
 def precision(layout):
     return "bf16" if layout.bf16 else "fp16" if layout.fp16 else "fp32"
 
@@ -82,28 +94,41 @@ def moe_share(layout):
     return moe_count(layout, 0, n) / n if n else 0.0
 
 
+def _mlp_params(h, ffn, gated, bias):
+    """(tp_sharded, replicated) of one MLP: fc1 (ColumnParallelLinear, 2*ffn wide
+    when gated, its bias sharded with it) and fc2 (RowParallelLinear: its bias is
+    added after the reduction, so every TP rank holds all of it)."""
+    width = ffn * (2 if gated else 1)
+    return h * width + ffn * h + (width if bias else 0), (h if bias else 0)
+
+
 def layer_params(layout):
-    """(tp_sharded, replicated, expert_sharded) parameters of a dense and a MoE layer."""
+    """(tp_sharded, replicated, expert_sharded) parameters of a dense and a MoE
+    layer, as the GPT layer specs build them (tests/test_layout_param_counts.py
+    counts sum(p.numel()) of real models per TP rank)."""
     h = layout.hidden_size
     a = layout.num_attention_heads
     g = D.num_query_groups(layout)
     kv = D.kv_channels(layout)
     ffn = D.ffn_hidden_size(layout)
-    gate = 1.5 if layout.swiglu else 1.0
+    gated = bool(layout.swiglu)
     norm = 1 if layout.normalization == "RMSNorm" else 2
     bias = layout.add_bias_linear
-    attention = 2 * h * kv * (a + g) + (kv * (a + 2 * g) + h if bias else 0)
-    dense_mlp = 2 * h * ffn * gate + ((2 * gate * ffn + h) if bias else 0)
+    # linear_qkv (column parallel, bias sharded) and linear_proj (row parallel,
+    # bias replicated)
+    attention = (2 * h * kv * (a + g) + (kv * (a + 2 * g) if bias else 0), h if bias else 0)
+    mlp = _mlp_params(h, ffn, gated, bias)
     norms = 2 * h * norm
-    dense = (attention + dense_mlp, norms, 0)
+    dense = (attention[0] + mlp[0], attention[1] + mlp[1] + norms, 0)
     experts = D.num_experts(layout)
     if not experts:
         return dense, dense
     moe_ffn = D.moe_ffn_hidden_size(layout)
-    shared = layout.moe_shared_expert_intermediate_size or 0
-    routed = 2 * h * moe_ffn * experts * gate
+    routed = sum(_mlp_params(h, moe_ffn, gated, bias)) * experts  # ETP 1 whenever biased
     router = h * experts + (experts if bias else 0)
-    moe = (attention + 2 * h * shared * gate, norms + router, routed)
+    shared = _mlp_params(h, layout.moe_shared_expert_intermediate_size, gated, bias) \
+        if layout.moe_shared_expert_intermediate_size else (0, 0)
+    moe = (attention[0] + shared[0], attention[1] + shared[1] + norms + router, routed)
     return dense, moe
 
 
@@ -187,7 +212,11 @@ def layer_model_inputs(layout, s, moe=False):
         "sp": D.sequence_parallel(layout),
         "hidden_dropout": (layout.hidden_dropout or 0) > 0,
         "attention_dropout": (layout.attention_dropout or 0) > 0,
-        "softmax_fp32": bool(layout.attention_softmax_in_fp32),
+        # validate_args: --apply-query-key-layer-scaling turns it on.  Megatron-LM's
+        # flag defaults to off, TransformerConfig's field to on (a Core user's
+        # layer keeps fp32 probabilities unless told otherwise).
+        "softmax_fp32": bool(layout.attention_softmax_in_fp32
+                             or layout.apply_query_key_layer_scaling),
         "scores": A.stores_scores(layout.attention_backend, layout.transformer_impl),
         "recompute": D.recompute_granularity(layout), "s": s,
         "experts": D.num_experts(layout) if moe else None,
@@ -293,9 +322,9 @@ def estimate(layout):
         "most_loaded_pp_rank": worst["pp_rank"],
         "precision": precision(layout),
         "per_stage": per_stage,
-        "gpu_memory_bytes": int(layout.gpu_memory_gib * GIB) if layout.gpu_memory_gib else None,
-        "fits": (worst["total_bytes"] <= layout.gpu_memory_gib * GIB
-                 if layout.gpu_memory_gib else None),
+        "gpu_memory_bytes": int(budget_gib(layout) * GIB) if budget_gib(layout) else None,
+        "fits": (worst["total_bytes"] <= budget_gib(layout) * GIB
+                 if budget_gib(layout) else None),
         "notes": "estimate: excludes CUDA context, NCCL buffers, allocator fragmentation "
                  "and temporary buffers (typically several GiB)",
     }

@@ -144,3 +144,59 @@ def rank_coordinates(layout, order: str = DEFAULT_ORDER) -> list:
                 c[{"tp": "etp", "dp": "edp", "ep": "ep"}[t]] = (rank // e_stride[i]) % expert[t]
         coords.append(c)
     return coords
+
+
+# Above this many ranks, --ranks summarises (each kind of group: how many, their
+# size, the first two and the last, written as runs); --ranks-all gives every group.
+SUMMARY_ABOVE = 256
+SHOWN_RUNS = 4
+
+
+def runs(group):
+    """A rank list as arithmetic runs [(start, stop, step)], in order."""
+    out = []
+    i = 0
+    while i < len(group):
+        j = i + 1
+        step = group[j] - group[i] if j < len(group) else 1
+        while j + 1 < len(group) and group[j + 1] - group[j] == step:
+            j += 1
+        if j == i + 1 and j < len(group) and len(group) > j + 1 \
+                and group[j + 1] - group[j] != step:
+            out.append((group[i], group[i], 1))  # a lone rank before another run
+            i += 1
+            continue
+        if j >= len(group):
+            out.append((group[i], group[i], 1))
+            break
+        out.append((group[i], group[j], step))
+        i = j + 1
+    return out
+
+
+def compact(group):
+    """'0..7' / '0..16376 step 8' / '0..7, 4096..4103, ... (32 ranks)'."""
+    parts = []
+    for start, stop, step in runs(group):
+        if start == stop:
+            parts.append(str(start))
+        elif stop - start == step:
+            parts.append(f"{start}, {stop}")
+        else:
+            parts.append(f"{start}..{stop}" + (f" step {step}" if step != 1 else ""))
+    text = ", ".join(parts[:SHOWN_RUNS])
+    if len(parts) > SHOWN_RUNS:
+        text += f", ... ({len(group)} ranks)"
+    return text
+
+
+def summarise(groups):
+    """{name: {"count", "size", "first", "second", "last"}}, groups written compactly."""
+    out = {}
+    for name, gs in groups.items():
+        sizes = {len(g) for g in gs}
+        out[name] = {"count": len(gs), "size": sizes.pop() if len(sizes) == 1 else None,
+                     "first": compact(gs[0]) if gs else None,
+                     "second": compact(gs[1]) if len(gs) > 1 else None,
+                     "last": compact(gs[-1]) if gs else None}
+    return out

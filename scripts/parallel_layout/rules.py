@@ -30,6 +30,8 @@ LAYOUT = "megatron/core/transformer/pipeline_parallel_layer_layout.py"
 UTILS = "megatron/core/utils.py ensure_divisibility (via ColumnParallelLinear/RowParallelLinear)"
 MAPPINGS = "megatron/core/tensor_parallel/mappings.py _split_along_first_dim"
 CALC = "megatron/core/num_microbatches_calculator.py ConstantNumMicroBatchesCalculator"
+ATTN = ("megatron/core/transformer/attention.py Attention.__init__ / "
+        "SelfAttention.get_query_key_value_tensors")
 V0192 = "0.19.2"
 
 
@@ -222,6 +224,29 @@ def query_groups_tp(c):
             "--num-query-groups")
 
 
+def heads_query_groups(c):
+    """Attention splits the fused QKV output into groups of np/ng query heads:
+    the forward pass reshapes it to [s, b, ng, (np/ng + 2) * hn] (np, ng per
+    TP rank), which fails when the heads do not divide into the groups.  (With
+    fewer groups than TP ranks, TP divides the heads and the groups divide TP,
+    so the heads divide into the groups.)"""
+    h, g = c.L.num_attention_heads, D.num_query_groups(c.L)
+    need(h, g)
+    if h % g == 0 or g % c.tp or h % c.tp or c.L.multi_latent_attention:
+        return None  # heads-divisible-by-tp / query-groups-vs-tp stop the others earlier
+    hn = D.kv_channels(c.L)
+    need(hn)
+    np_, ng = h // c.tp, g // c.tp
+    s = c.L.seq_length // c.cp if c.L.seq_length else "s"
+    b = c.L.micro_batch_size or "b"
+    size = (s * b * (np_ + 2 * ng) * hn) if isinstance(s, int) and isinstance(b, int) \
+        else f"{s} * {b} * {(np_ + 2 * ng) * hn}"
+    return (f"shape '[{s}, {b}, {ng}, {(np_ // ng + 2) * hn}]' is invalid for input of size "
+            f"{size}",
+            f"use --num-query-groups in {fmt_list([d for d in divisors(h) if d % c.tp == 0][-4:])}"
+            f" (divisors of {h} heads that TP={c.tp} divides)")
+
+
 def hidden_heads(c):
     h, a = c.L.hidden_size, c.L.num_attention_heads
     need(h, a)
@@ -237,6 +262,43 @@ def ep_needs_experts(c):
         return None
     return ("num_experts must be non None to use expert model parallelism",
             "set --num-experts, or use --expert-model-parallel-size 1 for a dense model")
+
+
+def fp16_expert_parallel(c):
+    """0.12.3-0.15.3 validate_args (Expert parallelism check); 0.16.1 dropped it."""
+    if c.ep == 1 or not c.L.fp16 or c.version >= (0, 16):
+        return None
+    return ("Expert parallelism is not supported with fp16 training.",
+            "use --bf16, or --expert-model-parallel-size 1 (0.16.1 and later accept fp16 "
+            "with expert parallelism)")
+
+
+def ep_tp_needs_sp(c):
+    """ModelParallelConfig.__post_init__ 0.12.3-0.14.0 raised; from 0.15.0 it warns
+    (the warning moe-tp-without-sp)."""
+    if c.version >= (0, 15) or c.ep == 1 or c.tp == 1 or D.sequence_parallel(c.L):
+        return None
+    return ("When using expert parallelism and tensor parallelism, sequence parallelism must "
+            "be used", "add --sequence-parallel (0.15.0 and later only warn)")
+
+
+def tp_pp_dp_mapping_experts(c):
+    """initialize_model_parallel: with --use-tp-pp-dp-mapping (order
+    tp-cp-ep-pp-dp, not ending in pp) and PP > 1, the expert grid's DP must
+    equal the dense DP, i.e. ETP*EP == TP*CP."""
+    L = c.L
+    if not L.use_tp_pp_dp_mapping or c.pp == 1 or c.dp is None:
+        return None
+    g = c.etp * c.ep * c.pp
+    if c.world % g:
+        return None  # expert-grid-divisible reports it
+    edp = c.world // g
+    if edp == c.dp:
+        return None
+    return ("When not using pp-last rank ordering, the data parallel size of the attention and "
+            "moe layers must be the same",
+            f"make ETP*EP equal TP*CP={c.tp * c.cp} (expert DP {edp} vs DP {c.dp}), or drop "
+            "--use-tp-pp-dp-mapping")
 
 
 def experts_ep(c):
@@ -294,7 +356,7 @@ def layout_string(c):
     try:
         stages = D.unroll_layout(text)
     except D.LayoutTooLong:
-        return ("the layout expands to more than 10,000,000 layers",
+        return (f"the layout expands to more than {D.MAX_LAYOUT_CHARS:,} characters",
                 "write the layout with the real number of stages and layers")
     except ValueError as exc:
         ch = str(exc)
@@ -466,12 +528,22 @@ def uneven_negative(c):
 
 
 def _uneven_fix(num_layers, pp, first, last):
+    """The first/last stage sizes nearest the given ones that leave a positive
+    multiple of the middle stage count (searched per residue, not per pair)."""
+    mid = pp - 2
+    if pp < 3:
+        return f"use an even split (PP dividing {num_layers})"
     options = []
-    for f in range(1, num_layers + 1):
-        for la in range(1, num_layers + 1):
-            rest, mid = num_layers - f - la, pp - 2
-            if pp >= 3 and rest > 0 and rest % mid == 0:
-                options.append((abs(f - (first or f)) + abs(la - (last or la)), f, la, rest // mid))
+    centre = 1 if first is None else min(max(first, 1), max(1, num_layers - 2))
+    for f in range(max(1, centre - mid), min(num_layers - 2, centre + 2 * mid) + 1):
+        top = num_layers - f - 1  # the largest last stage leaving a middle layer
+        target = min(max(last if last is not None else 1, 1), top)
+        base = target - (target - (num_layers - f)) % mid  # same residue, <= target
+        for la in (base - mid, base, base + mid):
+            rest = num_layers - f - la
+            if la >= 1 and rest > 0 and rest % mid == 0:
+                cost = abs(f - (first or f)) + abs(la - (last or la))
+                options.append((cost, f, la, rest // mid))
     if not options:
         return f"use an even split (PP dividing {num_layers})"
     options.sort()
@@ -746,7 +818,14 @@ def torch_dcp(c):
 
 
 def moe_bias_etp(c):
-    if not c.experts or not c.L.add_bias_linear or c.etp == 1:
+    """TransformerConfig: 0.12.3-0.14.0 reject any bias with MoE; from 0.15
+    (checked 0.15.0, 0.15.3) only with ETP > 1."""
+    if not c.experts or not c.L.add_bias_linear:
+        return None
+    if c.version < (0, 15):
+        return ("Bias is not supported for MoE",
+                "add --disable-bias-linear (0.15 and later allow biases with ETP 1)")
+    if c.etp == 1:
         return None
     return ("Bias in Moe is only supported when ETP==1",
             "add --disable-bias-linear, or use --expert-tensor-parallel-size 1")
@@ -798,12 +877,36 @@ def given_flags(L):
 
 
 def unknown_flags(c):
+    """Flags neither the release nor the entry script (--entry) knows.  Under an
+    entry the checker does not know, they are the warning unknown-flag-entry."""
+    from . import entries
+    entry = entries.resolve(c.L.entry)
+    if not entries.known(entry):
+        return None
+    return _unknown_flag_report(c, entry)
+
+
+def unknown_flags_entry(c):
+    from . import entries
+    entry = entries.resolve(c.L.entry)
+    if entries.known(entry):
+        return None
+    found = _unknown_flag_report(c, entry)
+    if found is None:
+        return None
+    message, fix = found
+    return (f"{message} (not Megatron-LM's flags; the entry script {entry.name} is not one "
+            "the checker knows, and may add them)",
+            f"check that {entry.name} adds them (its extra_args_provider); otherwise: {fix}")
+
+
+def _unknown_flag_report(c, entry):
     from . import catalog
     version = c.L.megatron_version or DEFAULT_VERSION
     known = catalog.release_flags(version)
     if known is None:
         return None
-    bad = [(o, v) for o, v in given_flags(c.L) if o not in known]
+    bad = [(o, v) for o, v in given_flags(c.L) if o not in known and o not in entry.flags]
     if not bad:
         return None
     hints = []
@@ -819,6 +922,50 @@ def unknown_flags(c):
             hints.append(f"{option} is not a Megatron-LM flag in any release 0.12-0.19")
     return ("unrecognized arguments: " + " ".join(" ".join([o] + v) for o, v in bad),
             f"Megatron-LM {version} stops at argument parsing: " + "; ".join(hints))
+
+
+# The index's type strings the checker converts as argparse would (int() / float());
+# other types (strings, Literals, Megatron's own converters) are left to Megatron.
+VALUE_TYPES = {"int": int, "Optional[int]": int, "int | None": int, "float": float,
+               "Optional[float]": float, "float | None": float, "list[int]": int,
+               "Optional[list[int]]": int, "list[int] | None": int}
+
+
+def flag_values(c):
+    """argparse's type conversion of the pasted flags the checker does not parse
+    itself (their types from the release index): Megatron-LM stops at parsing."""
+    from . import catalog
+    version = c.L.megatron_version or DEFAULT_VERSION
+    known = catalog.release_flags(version)
+    if not known:
+        return None
+    from .catalog import split_flags
+    for option, values in split_flags(c.L.other_flags or ()):
+        convert = VALUE_TYPES.get(str((known.get(option) or {}).get("type")))
+        if option is None or convert is None:
+            continue
+        for token in values:
+            try:
+                convert(token)
+            except ValueError:
+                return (f"argument {option}: invalid {convert.__name__} value: '{token}'",
+                        f"give {option} {convert.__name__} value(s), as separate arguments")
+    return None
+
+
+def w_entry_conditional_flags(c):
+    """Flags an entry adds only under a condition (pretrain_gpt.py adds the
+    ModelOpt arguments only when nvidia-modelopt is installed)."""
+    from . import catalog, entries
+    entry = entries.resolve(c.L.entry)
+    if not entry.condition:
+        return None
+    known = catalog.release_flags(c.L.megatron_version or DEFAULT_VERSION) or {}
+    used = [o for o, _ in given_flags(c.L) if o in entry.flags and o not in known]
+    if not used:
+        return None
+    return (f"{' '.join(used)}: {entry.path} adds them only when `{entry.condition}` "
+            f"({entry.provider})", "install nvidia-modelopt where the job runs")
 
 
 def hybrid_pattern(c):
@@ -971,6 +1118,37 @@ def step_schedule_divisible(c):
     return None
 
 
+# megatron/training/determinism.py (0.19): options --deterministic-mode needs, in order
+DETERMINISM_REQUIRED = (("cross_entropy_loss_fusion", False), ("tp_comm_overlap", False))
+
+
+def deterministic_mode(c):
+    """validate_args with --deterministic-mode: 0.19 asserts the options of
+    determinism.ARG_VALUES_REQUIRED_FOR_DETERMINISM; 0.12-0.18 refused flash
+    attention and the fused cross entropy (and an unset NCCL_ALGO, which the
+    checker cannot see)."""
+    L = c.L
+    if not L.deterministic_mode:
+        return None
+    if c.version >= (0, 19):
+        mismatched = [f"{name}={required!r} (got {getattr(L, name)!r})"
+                      for name, required in DETERMINISM_REQUIRED
+                      if getattr(L, name) != required]
+        if not mismatched:
+            return None
+        return (f"--deterministic-mode requires: {', '.join(mismatched)}. Adjust these options "
+                "to continue.", "drop " + " ".join(
+                    "--" + name.replace("_", "-") for name, required in DETERMINISM_REQUIRED
+                    if getattr(L, name) != required))
+    if L.use_flash_attn:
+        return ("Flash attention can not be used in deterministic mode.",
+                "drop --use-flash-attn")
+    if L.cross_entropy_loss_fusion:
+        return ("Cross Entropy Fusion is currently not deterministic.",
+                "drop --cross-entropy-loss-fusion")
+    return None
+
+
 def decoder_seq(c):
     L = c.L
     if L.decoder_seq_length is None or L.max_position_embeddings is None \
@@ -979,6 +1157,55 @@ def decoder_seq(c):
     return ("AssertionError (no message): assert args.max_position_embeddings >= "
             "args.decoder_seq_length",
             f"set --max-position-embeddings {L.decoder_seq_length} or more")
+
+
+# ---------------------------------------------------------------- memory
+
+def _estimate(c):
+    """The memory estimate, once per check; a check without memory (the plan's
+    and the suggestion search's inner checks, which judge memory themselves)
+    skips the memory rules."""
+    if not c.with_memory:
+        raise Skip()
+    if not hasattr(c, "memory"):
+        from . import memory
+        c.memory = memory.estimate(c.L)
+    return c.memory
+
+
+def _memory_text(mem, r):
+    st = mem["per_stage"][r]
+    act = st["activation_bytes"] or 0
+    return (f"PP rank {r} needs {st['total_bytes'] / (1 << 30):.2f} GiB per GPU "
+            f"(weights+optimizer {st['weight_and_optimizer_bytes'] / (1 << 30):.2f} + "
+            f"activations {act / (1 << 30):.2f})")
+
+
+def memory_fits(c):
+    """Stricter: the estimate of the most loaded rank against the memory given."""
+    from .memory import budget_gib
+    budget = budget_gib(c.L)
+    if not budget:
+        return None
+    mem = _estimate(c)
+    if mem is None or mem["fits"] is not False:
+        return None
+    return (f"{_memory_text(mem, mem['most_loaded_pp_rank'])}, more than the {budget:g} GiB "
+            "given: DOES NOT FIT",
+            "see the suggested layouts (each fits); or more TP/PP/CP, "
+            "--use-distributed-optimizer, --recompute-activations, a smaller micro batch")
+
+
+def w_memory_assumed(c):
+    from .memory import ASSUMED_GPU_GIB, GIB, budget_gib
+    if budget_gib(c.L):
+        return None
+    mem = _estimate(c)
+    if mem is None or mem["total_bytes_per_gpu"] <= ASSUMED_GPU_GIB * GIB:
+        return None
+    return (f"{_memory_text(mem, mem['most_loaded_pp_rank'])}: more than an {ASSUMED_GPU_GIB} "
+            "GiB GPU holds (DOES NOT FIT there)",
+            "give --gpu-memory-gib (or --gpu) for a verdict and layouts that fit")
 
 
 # ---------------------------------------------------------------- warnings
@@ -1146,15 +1373,27 @@ STEP = CALC.replace("ConstantNumMicroBatchesCalculator", "StepBatchsizeNumMicroB
 RULES = (
     _r("unknown-flag", "error", "megatron/training/arguments.py parse_args (argparse)",
        unknown_flags, versions="0.12.3-0.19.2: each release's own flag set (release index)"),
+    _r("flag-value", "error", "megatron/training/arguments.py parse_args (argparse)",
+       flag_values, versions="0.12.3-0.19.2: each release's flag types (release index)"),
     _r("world-divisible", "error", ARGS + "; " + PS, world_divisible, versions="0.12.3-0.19.2"),
     _r("expert-grid-divisible", "error", PS, expert_grid_divisible, versions="0.12.3-0.19.2"),
     _r("heads-divisible-by-tp", "error", TC, heads_tp, versions="0.12.3-0.19.2"),
     _r("query-groups-vs-tp", "error", TC, query_groups_tp,
        versions="0.12.3-0.19.2: multiple only to 0.15.3, multiple or divisor from "
                 "0.16.1"),
+    _r("heads-divisible-by-query-groups", "error", ATTN, heads_query_groups,
+       late="in the first forward pass (the QKV reshape)",
+       versions="0.12.3-0.19.2 (the reshape in attention.py; the message is torch's)"),
     _r("hidden-divisible-by-heads", "error", ARGS, hidden_heads),
     _r("ep-needs-experts", "error", ARGS, ep_needs_experts, versions="0.12.3-0.19.2"),
     _r("experts-divisible-by-ep", "error", ARGS, experts_ep, versions="0.12.3-0.19.2"),
+    _r("fp16-expert-parallel", "error", ARGS, fp16_expert_parallel,
+       versions="0.12.3-0.15.3 in validate_args (0.16.1 on, the message is left only in "
+                "yaml_arguments.py validate_yaml, the --yaml-cfg path)"),
+    _r("ep-tp-needs-sp", "error", MPC, ep_tp_needs_sp,
+       versions="0.12.3-0.14.0 (a ValueError; from 0.15.0 the warning moe-tp-without-sp)"),
+    _r("tp-pp-dp-mapping-expert-dp", "error", PS, tp_pp_dp_mapping_experts,
+       versions="0.12.3-0.19.2"),
     _r("seq-divisible-by-2cp", "error", ARGS, seq_cp, versions="0.12.3-0.19.2"),
     _r("max-position-covers-seq", "error", ARGS, max_pos, versions="0.12.3-0.19.2"),
     _r("vpp-options-exclusive", "error", ARGS, vpp_exclusive, versions="0.13.1-0.19.2"),
@@ -1173,7 +1412,8 @@ RULES = (
     _r("account-split-with-vpp", "error", TC, account_split, versions="0.12.3-0.19.2"),
     _r("vpp-layers-at-build", "error", BLOCK, vpp_even_build,
        late="when the model is built (get_num_layers_to_build)", versions="0.12.3-0.19.2"),
-    _r("moe-bias-needs-etp1", "error", TC, moe_bias_etp, versions="0.15.3-0.19.2"),
+    _r("moe-bias-needs-etp1", "error", TC, moe_bias_etp,
+       versions="0.12.3-0.19.2: no bias with MoE to 0.14.0, ETP 1 from 0.15.0"),
     _r("moe-ffn-without-experts", "error", TC, moe_ffn_without_experts, versions="0.18.2-0.19.2"),
     _r("moe-layer-pattern-length", "error",
        "megatron/core/models/gpt/gpt_layer_specs.py get_gpt_decoder_block_spec",
@@ -1209,7 +1449,22 @@ RULES = (
     _r("step-batch-size-divisible", "error", STEP + ".update", step_schedule_divisible,
        late="during training, when the schedule reaches that batch size", versions=V_STEP),
     _r("decoder-seq-length", "error", ARGS, decoder_seq),
+    _r("deterministic-mode-options", "error", ARGS + "; megatron/training/determinism.py",
+       deterministic_mode, versions="0.12.3-0.19.2: tp_comm_overlap and the fused cross "
+                                    "entropy from 0.19 (determinism.py); flash attention and "
+                                    "the fused cross entropy before"),
+    _r("memory-fits", "error", "parallel_layout/memory.py estimate (the checker's own)",
+       memory_fits,
+       stricter="Megatron does not estimate memory before launch: a layout that does not "
+                "fit starts and fails with a CUDA out-of-memory error",
+       versions="0.12.3-0.19.2 (an estimate, not a Megatron check)"),
     _r("incomplete-input", "warning", ARGS, w_missing_model),
+    _r("memory-over-assumed-gpu", "warning", "parallel_layout/memory.py estimate",
+       w_memory_assumed),
+    _r("unknown-flag-entry", "warning", "the entry script's extra_args_provider (--entry)",
+       unknown_flags_entry),
+    _r("entry-conditional-flags", "warning", "the entry script's extra_args_provider (--entry)",
+       w_entry_conditional_flags),
     _r("sp-without-tp", "warning", ARGS, w_sp_without_tp),
     _r("moe-tp-without-sp", "warning", MPC, w_moe_tp_without_sp),
     _r("tp-without-sp", "warning", "Korthikanti et al. 2022, Table 2", w_tp_without_sp),
@@ -1235,12 +1490,33 @@ RULES = (
 
 RULES_BY_ID = {r.id: r for r in RULES}
 
+# The flag whose values a rule's fix names.  With suggestions on, those values
+# are the ones parallel_layout.suggest finds by changing that flag alone (each
+# passes every rule, and fits a memory given), so the fix line and the
+# suggested layouts come from one search.
+KNOBS = {
+    "heads-divisible-by-tp": "--tensor-model-parallel-size",
+    "query-groups-vs-tp": "--tensor-model-parallel-size",
+    "world-divisible": "--tensor-model-parallel-size",
+    "experts-divisible-by-ep": "--expert-model-parallel-size",
+    "expert-grid-divisible": "--expert-model-parallel-size",
+    "layers-divisible-by-pp": "--pipeline-model-parallel-size",
+    "vpp-layers-at-build": "--num-virtual-stages-per-pipeline-rank",
+    "account-split-with-vpp": "--num-virtual-stages-per-pipeline-rank",
+    "layers-per-virtual-stage": "--num-layers-per-virtual-pipeline-stage",
+    "distributed-optimizer-instances": "--num-distributed-optimizer-instances",
+    "global-batch-divisible": "--global-batch-size",
+    "interleaved-microbatch-group": "--microbatch-group-size-per-virtual-pipeline-stage",
+    "seq-divisible-by-2cp": "--context-parallel-size",
+}
+
 
 def check(layout, rules=RULES, with_memory=True, suggest=None) -> Result:
     """Apply every rule; never stops at the first violation.  ``suggest``
     (default: when every rule runs with memory) adds each violation's
     ``suggestions``."""
     ctx = Ctx(layout)
+    ctx.with_memory = with_memory
     violations, warnings, skipped = [], [], []
     for rule in rules:
         try:
@@ -1259,15 +1535,15 @@ def check(layout, rules=RULES, with_memory=True, suggest=None) -> Result:
     if suggest is None:
         suggest = with_memory and rules is RULES
     if violations and suggest:
-        from .suggest import suggestions
+        from .suggest import suggestions, single_flag_fix
         found = suggestions(layout)
         for v in violations:
             v.suggestions = [dict(c) for c in found]
+            knob = KNOBS.get(v.rule)
+            if knob:  # the fix's values: the same search, one flag changed
+                v.fix = single_flag_fix(layout, knob, v.fix)
     derived = D.derive(layout)
-    mem = None
-    if with_memory:
-        from . import memory
-        mem = memory.estimate(layout)
+    mem = _estimate(ctx) if with_memory else None
     unverified = [r.id for r in rules if r.kind == "error" and ctx.version < first_release(r)]
     return Result(not violations, violations, warnings, derived, skipped, mem, unverified)
 

@@ -119,6 +119,27 @@ def _features(L):
         out["--max-position-embeddings"] = [L.seq_length]
     if L.add_bias_linear and D.num_experts(L):
         out["--disable-bias-linear"] = [True]
+    if L.deterministic_mode:
+        for option, dest in (("--tp-comm-overlap", "tp_comm_overlap"),
+                             ("--cross-entropy-loss-fusion", "cross_entropy_loss_fusion"),
+                             ("--use-flash-attn", "use_flash_attn")):
+            if getattr(L, dest):
+                out[option] = [None]
+    if L.use_tp_pp_dp_mapping:
+        out["--use-tp-pp-dp-mapping"] = [None]
+    if L.gpu_memory_gib:  # ways to need less memory, for a layout that does not fit
+        if not L.use_distributed_optimizer and not (L.use_megatron_fsdp or L.use_torch_fsdp2):
+            out["--use-distributed-optimizer"] = [True]
+        if not L.recompute_activations and L.recompute_granularity is None:
+            out["--recompute-activations"] = [True]
+        if L.micro_batch_size and L.micro_batch_size > 1:
+            out["--micro-batch-size"] = [1]
+    if L.expert_model_parallel_size > 1 and L.tensor_model_parallel_size > 1 \
+            and not L.sequence_parallel:
+        out["--sequence-parallel"] = [True]
+    if L.fp16 and L.expert_model_parallel_size > 1:
+        out["--fp16"] = [None]
+        out["--bf16"] = [True]
     if L.recompute_granularity == "full":
         if L.recompute_method is None:
             out["--recompute-method"] = ["uniform"]
@@ -148,12 +169,14 @@ def _unknown(L):
     """Drop each flag the release does not know (adding its successor)."""
     from .rules import DEFAULT_VERSION, given_flags
     from . import catalog
+    from .entries import resolve
     known = catalog.release_flags(L.megatron_version or DEFAULT_VERSION)
     if known is None:
         return {}
+    entry = resolve(L.entry).flags
     out = {}
     for option, _ in given_flags(L):
-        if option not in known:
+        if option not in known and option not in entry:
             out[option] = [None]
             successor = (catalog.history().get(option) or {}).get("successor")
             if successor in known and successor in BY_OPTION \
@@ -225,7 +248,8 @@ def _errors(layout, rules):
 
 
 def _fits(layout):
-    if not layout.gpu_memory_gib:
+    from .memory import budget_gib
+    if not budget_gib(layout):
         return True
     from . import memory
     est = memory.estimate(layout)
@@ -270,6 +294,78 @@ def suggestions(layout, rules=None, limit=MAX_SUGGESTIONS):
     found = _minimal(found)
     found.sort(key=lambda c: _distance(layout, c))
     return found[:limit]
+
+
+def single_flag_values(layout, option, rules=None):
+    """The values of ``option`` (the knob table's, plus the divisors and multiples
+    a rule's fix would name) with which, changed alone, the layout passes every
+    rule and fits: what suggestions() finds at depth one for that flag."""
+    from .rules import RULES
+    rules = rules or tuple(r for r in RULES if r.kind == "error")
+    pool = list(knobs(layout).get(option, []))
+    for value in _extra_candidates(layout, option):
+        if value not in pool:
+            pool.append(value)
+    good = []
+    for value in pool:
+        candidate = apply(layout, {option: value})
+        try:
+            ok = not _errors(candidate, rules) and _fits(candidate)
+        except (ZeroDivisionError, TypeError, ValueError):
+            ok = False
+        if ok:
+            good.append(value)
+    numbers = sorted((v for v in good if isinstance(v, int) and not isinstance(v, bool)),
+                     key=lambda v: (abs(math.log2(v / (getattr(layout, BY_OPTION[option].dest)
+                                                       or 1))), v))
+    return numbers + [v for v in good if not isinstance(v, int) or isinstance(v, bool)]
+
+
+def _extra_candidates(layout, option):
+    """Sizes a rule's fix would name for ``option``: divisors of the relevant count."""
+    L = layout
+    if option == "--tensor-model-parallel-size":
+        return _divisors(L.world_size, 64)
+    if option == "--pipeline-model-parallel-size":
+        return _divisors(L.world_size, L.num_layers or 1024)
+    if option == "--context-parallel-size":
+        return _divisors(L.world_size, 64)
+    if option == "--expert-model-parallel-size":
+        return _divisors(D.num_experts(L) or 1, 256)
+    if option in ("--num-virtual-stages-per-pipeline-rank",
+                  "--num-layers-per-virtual-pipeline-stage"):
+        per_rank = (D.layers_for_split(L) or 1) // max(1, L.pipeline_model_parallel_size)
+        return [d for d in _divisors(per_rank or 1) if d > 1] + [None]
+    if option == "--num-distributed-optimizer-instances":
+        dp = D.data_parallel_size(L) or 1
+        return _divisors(dp * L.context_parallel_size) + [None]
+    if option == "--global-batch-size":
+        dp = D.data_parallel_size(L)
+        if not (dp and L.micro_batch_size):
+            return []
+        step = dp * L.micro_batch_size
+        g = L.global_batch_size or step
+        return [v for v in ((g // step) * step, (g // step + 1) * step) if v > 0]
+    if option == "--microbatch-group-size-per-virtual-pipeline-stage":
+        m = D.num_microbatches(L) or 0
+        return [v for v in range(L.pipeline_model_parallel_size, min(m, 64) + 1)] + [None]
+    return []
+
+
+MAX_FIX_VALUES = 6
+
+
+def single_flag_fix(layout, option, original):
+    """The fix line for a rule whose fix names values of ``option``."""
+    values = single_flag_values(layout, option)
+    if not values:
+        return (f"for this rule alone: {original} (no value of {option} alone passes every "
+                "rule here" + (" and fits" if layout.gpu_memory_gib else "")
+                + ": see the suggested layouts)")
+    shown = [("drop the flag" if v is None else str(v)) for v in values[:MAX_FIX_VALUES]]
+    more = f" (and {len(values) - MAX_FIX_VALUES} more)" if len(values) > MAX_FIX_VALUES else ""
+    return (f"use {option} in {', '.join(shown)}{more}: each, changed alone, passes every rule"
+            + (" and fits" if layout.gpu_memory_gib else ""))
 
 
 def _minimal(found):

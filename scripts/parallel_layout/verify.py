@@ -30,7 +30,13 @@ STAGES = ("validate_args", "TransformerConfig", "initialize_model_parallel",
           "num_microbatches_calculator", "get_num_layers_to_build", "hybrid_segments",
           "layer_specs",
           "linear_layers",
-          "interleaved_schedule", "sequence_parallel_split")
+          "interleaved_schedule", "sequence_parallel_split", "attention_forward")
+
+# What validate_args asks the GPU, answered as an H100 would (compute
+# capability 9.0): get_device_arch_version (CUDA_DEVICE_MAX_CONNECTIONS
+# checks) and torch.cuda.get_device_capability (--moe-grouped-gemm).
+# tests/test_layout_launch_cases.py scans validate_args for every other CUDA query.
+DEVICE_CAPABILITY = (9, 0)
 
 # Largest linear layer (elements per rank) the oracle builds on CPU.
 MAX_BUILD_ELEMENTS = 5_000_000
@@ -91,7 +97,12 @@ def megatron_argv(layout):
 
 @contextlib.contextmanager
 def _environment(layout):
-    saved = {k: os.environ.get(k) for k in ("WORLD_SIZE", "RANK", "CUDA_DEVICE_MAX_CONNECTIONS")}
+    """The environment Megatron-LM reads, restored afterwards (validate_args
+    also sets variables: --deterministic-mode's NCCL_ALGO, ...), and torch's
+    global deterministic switch left as it was."""
+    import torch
+    saved_all = dict(os.environ)
+    deterministic = torch.are_deterministic_algorithms_enabled()
     os.environ["WORLD_SIZE"] = str(layout.world_size)
     os.environ["RANK"] = "0"
     if layout.use_megatron_fsdp or layout.use_torch_fsdp2:
@@ -101,11 +112,9 @@ def _environment(layout):
     try:
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        os.environ.clear()
+        os.environ.update(saved_all)
+        torch.use_deterministic_algorithms(deterministic)
 
 
 def _ensure_process_group():
@@ -120,14 +129,20 @@ def _ensure_process_group():
                             world_size=1)
 
 
-_PARSER = []
+_PARSERS = {}
 
 
-def megatron_parser():
-    """The real Megatron-LM parser (built once: it introspects dataclass sources);
-    a parse error raises ValueError with argparse's message
-    ("unrecognized arguments: ...") instead of exiting."""
-    if not _PARSER:
+def megatron_parser(entry=None):
+    """The real Megatron-LM parser (built once per entry script: it introspects
+    dataclass sources); a parse error raises ValueError with argparse's message
+    ("unrecognized arguments: ...") instead of exiting.  The arguments a known
+    entry script adds (parallel_layout.entries: recorded from its
+    extra_args_provider, which the wheel does not ship) are added as the
+    provider declares them: a switch, or an option taking values."""
+    from .entries import resolve
+    entry = resolve(entry)
+    key = entry.path
+    if key not in _PARSERS:
         import argparse
         import megatron.training.arguments as A
 
@@ -137,8 +152,17 @@ def megatron_parser():
 
         parser = Parser(allow_abbrev=False)
         A.add_megatron_arguments(parser)
-        _PARSER.append(parser)
-    return _PARSER[0]
+        known = {o for a in parser._actions for o in a.option_strings}
+        group = parser.add_argument_group(f"entry {entry.path}")
+        for option, takes_value in entry.flags.items():
+            if option in known:
+                continue
+            if takes_value:
+                group.add_argument(option, nargs="*")
+            else:
+                group.add_argument(option, action="store_true")
+        _PARSERS[key] = parser
+    return _PARSERS[key]
 
 
 def _validate(layout):
@@ -147,12 +171,14 @@ def _validate(layout):
     # Kernel fusions default on and need Transformer Engine, which a CPU
     # environment lacks; they do not change the layout rules.
     argv = megatron_argv(layout) + ["--no-rope-fusion"] + list(layout.other_flags or ())
-    args = megatron_parser().parse_args(argv)
+    args = megatron_parser(layout.entry).parse_args(argv)
     args._is_global_batch_size_explicitly_specified = args.global_batch_size is not None
     args.rank, args.world_size = 0, layout.world_size
     # _print_args only prints (and dominates the run time); the GPU generation
     # cannot be read on CPU.
-    with mock.patch.object(A, "get_device_arch_version", lambda: 9), \
+    with mock.patch.object(A, "get_device_arch_version", lambda: DEVICE_CAPABILITY[0]), \
+            mock.patch.object(A.torch.cuda, "get_device_capability",
+                              lambda *a, **k: DEVICE_CAPABILITY), \
             mock.patch.object(A, "_print_args", lambda *a, **k: None):
         A.validate_args(args)
     return args
@@ -180,6 +206,9 @@ def _init_model_parallel(args, vpp):
                 num_distributed_optimizer_instances=args.num_distributed_optimizer_instances,
                 local_world_size=args.world_size,
                 create_gloo_process_groups=False,
+                # as megatron/training/initialize.py _initialize_distributed passes it
+                order="tp-cp-ep-pp-dp" if getattr(args, "use_tp_pp_dp_mapping", False)
+                else "tp-cp-ep-dp-pp",
             )
     except _Reached:
         pass
@@ -239,6 +268,8 @@ def _layer_specs(config):
     expands --moe-layer-freq into the per-layer MoE pattern."""
     if not config.num_moe_experts:
         return
+    if getattr(config, "experimental_attention_variant", None) is not None:
+        return  # gpt_builders.py builds those with another spec function (needs TE)
     from unittest import mock
     from megatron.core import parallel_state as ps
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
@@ -306,17 +337,34 @@ def _interleaved_schedule(args, config):
         k.pop("device", None)
         return zeros(*a, **k)
 
-    num_microbatches = args.global_batch_size // (args.micro_batch_size * args.data_parallel_size)
-    try:
-        with mock.patch.object(torch, "zeros", cpu_zeros):
-            schedules.forward_backward_pipelining_with_interleaving(
-                forward_step_func=None, data_iterator=[None] * vpp, model=chunks,
-                num_microbatches=num_microbatches, seq_length=args.seq_length,
-                micro_batch_size=args.micro_batch_size,
-                p2p_communicator=_PastChecks(config, args.pipeline_model_parallel_size),
-                pg_collection=types.SimpleNamespace(tp=GroupOfSize(1), cp=GroupOfSize(1)))
-    except _Reached:
-        pass
+    for num_microbatches in _step_microbatches(args):
+        try:
+            with mock.patch.object(torch, "zeros", cpu_zeros):
+                schedules.forward_backward_pipelining_with_interleaving(
+                    forward_step_func=None, data_iterator=[None] * vpp, model=chunks,
+                    num_microbatches=num_microbatches, seq_length=args.seq_length,
+                    micro_batch_size=args.micro_batch_size,
+                    p2p_communicator=_PastChecks(config, args.pipeline_model_parallel_size),
+                    pg_collection=types.SimpleNamespace(tp=GroupOfSize(1), cp=GroupOfSize(1)))
+        except _Reached:
+            pass
+
+
+def _step_microbatches(args):
+    """The microbatch counts training passes to the schedule: the constant one, or,
+    with --step-batch-size-schedule, the calculator's at each step of the schedule
+    (training reads get_num_microbatches(), not args.global_batch_size)."""
+    from megatron.core import num_microbatches_calculator as N
+    if not getattr(args, "step_batch_size_schedule", None):
+        return [args.global_batch_size // (args.micro_batch_size * args.data_parallel_size)]
+    calc = N.StepBatchsizeNumMicroBatchesCalculator(
+        args.micro_batch_size, args.data_parallel_size, False, 0,
+        args.step_batch_size_schedule, args.seq_length)
+    counts = []
+    for threshold, _ in calc.schedule:
+        calc.update(threshold, consistency_check=False)
+        counts.append(calc.get())
+    return sorted(set(counts))
 
 
 def _sequence_parallel_split(args):
@@ -328,6 +376,35 @@ def _sequence_parallel_split(args):
         return
     local = torch.empty(args.seq_length // args.context_parallel_size, 1, 1)
     mappings._split_along_first_dim(local, group=GroupOfSize(args.tensor_model_parallel_size))
+
+
+def _attention_forward(args, config):
+    """The first step of a real SelfAttention's forward (the local spec) with
+    the sizes of one TP rank (heads and query groups divided by TP):
+    get_query_key_value_tensors reshapes the fused QKV output by query group.
+    Only the output width matters, so the input is 8 wide."""
+    import types
+    import torch
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer import TransformerConfig
+    from megatron.core.transformer.spec_utils import build_module
+    tp = args.tensor_model_parallel_size
+    heads, groups = config.num_attention_heads, config.num_query_groups
+    if config.multi_latent_attention or groups < tp:
+        return
+    small = TransformerConfig(num_layers=1, hidden_size=8, num_attention_heads=heads // tp,
+                              num_query_groups=groups // tp, kv_channels=config.kv_channels,
+                              use_cpu_initialization=True, perform_initialization=False,
+                              add_bias_linear=False)
+    spec = get_gpt_layer_local_spec().submodules.self_attention
+    attention = build_module(spec, config=small, layer_number=1,
+                             pg_collection=types.SimpleNamespace(tp=GroupOfSize(1),
+                                                                 cp=GroupOfSize(1)))
+    s, b = args.seq_length // args.context_parallel_size, args.micro_batch_size or 1
+    if s * b * (heads + 2 * groups) // tp * config.kv_channels > MAX_BUILD_ELEMENTS:
+        s, b = 16, 1  # the reshape fails or not whatever the sequence: keep it small
+    with torch.no_grad():  # the forward's first step (the core attention needs CUDA buffers)
+        attention.get_query_key_value_tensors(torch.zeros(s, b, 8))
 
 
 def megatron_verdict(layout):
@@ -357,6 +434,8 @@ def megatron_verdict(layout):
             _interleaved_schedule(args, config)
             stage = STAGES[9]
             _sequence_parallel_split(args)
+            stage = STAGES[10]
+            _attention_forward(args, config)
     except (AssertionError, ValueError, RuntimeError, ZeroDivisionError, TypeError,
             NotImplementedError, KeyError, SystemExit) as exc:
         message = str(exc) or f"{type(exc).__name__} (no message)"
@@ -378,6 +457,17 @@ def verify(layout, result):
     verdict = megatron_verdict(layout)
     ours = [v.rule for v in result.violations if not _is_stricter(v.rule)]
     agrees = verdict["accepted"] == (not ours)
+    from .entries import known, resolve
+    if not agrees and not known(resolve(layout.entry)) and verdict["stage"] == STAGES[0] \
+            and (verdict["error"] or "").startswith("unrecognized arguments"):
+        # Megatron's parser lacks the unknown entry script's own arguments: undecided
+        return {"available": True, "installed_version": installed,
+                "checked_version": layout.megatron_version, "megatron": verdict,
+                "checker": {"valid": result.valid,
+                            "violations": [v.rule for v in result.violations]},
+                "agrees": None,
+                "note": f"undecided: {layout.entry} is not an entry script the checker knows, "
+                        "so Megatron's parser was run without its arguments"}
     checker = {"valid": result.valid, "violations": [v.rule for v in result.violations]}
     return {"available": True, "installed_version": installed,
             "checked_version": layout.megatron_version, "megatron": verdict,
