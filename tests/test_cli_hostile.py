@@ -16,14 +16,10 @@ import cli_cases
 
 # Known failures, owned elsewhere (issue 22 item 5): (script, case) -> owner and what is wrong.
 OWNED = {
-    ("check_parallel_layout.py", "huge"):
-        "i22a (checker's layout parser): a size of 10**20 is accepted, no upper bound",
     ("review_model_code.py", "huge"): "i20 (reviewer): --timeout 1e20 is accepted",
     ("review_model_code.py", "nan"): "i20 (reviewer): --timeout nan is accepted",
     ("review_model_code.py", "inf"): "i20 (reviewer): --timeout inf is accepted",
     ("review_model_code.py", "negative"): "i20 (reviewer): --timeout -5 is accepted",
-    ("check_parallel_layout.py", "--step-batch-size-schedule", "huge-text"):
-        "i22a (checker's layout parser): a 100,000-character schedule entry is echoed whole (101 KB)",
 }
 # Flags of an owned script whose huge value is already refused (no mark: they pass today).
 ALREADY_BOUNDED = {("check_parallel_layout.py", "--world-size")}
@@ -59,9 +55,7 @@ def test_the_generated_cases_cover_every_script_and_flag():
     assert len(CASES) >= 200, len(CASES)
 
 
-PIPE_OWNED = {
-    "check_parallel_layout.py": "i22a (checker main): exits 2, the bad-input code, when the reader closes the pipe",
-}
+PIPE_OWNED: dict[str, str] = {}
 
 
 def _pipe_params():
@@ -108,8 +102,6 @@ def test_reviewer_refuses_input_with_nothing_to_review(kind, tmp_path):
     assert proc.returncode == 2 and cli_cases.one_line_reason(proc, "review_model_code.py"), proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="i22a (checker's layout parser): the repetition cap applies per "
-                                       "repetition, so nested repetitions expand past any memory")
 def test_nested_layout_repetition_is_refused_before_it_is_expanded():
     """Issue 22: "(t*99999)*99999|L" grew past 10 GB. Under a 1.5 GB address-space limit a bounded
     parser answers with a reason about the layout, not with a MemoryError."""
