@@ -1,0 +1,296 @@
+"""The oracle for tests/review_downstream.py, run by a release's own Python (.venv,
+.venv-0161, .venv-0131): what real imports, real attribute lookups and
+``inspect.signature(...).bind`` say about each file's use of megatron.core at that release.
+Independent of the reviewer: it never reads the release index.
+
+stdin: [{"key", "text"}]; stdout: {key: [{"line", "kind", "name", "severity", "detail"}]}.
+Kinds: import (a from-import or module that fails), attribute (``mod.name`` missing),
+signature (bind raises TypeError), config-field (``config.X`` where TransformerConfig has
+no X here but another release has it: FIELDS_ELSEWHERE from stdin "fields"), deprecated
+(the callee's own source logs or warns "deprecat" naming the keyword or the class).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import io
+import json
+import logging
+import re
+import sys
+import warnings
+
+logging.disable(logging.CRITICAL)
+warnings.simplefilter("ignore")
+
+ENV = object()
+CONFIG_NAMES = ("config", "transformer_config", "tf_config", "tfconfig", "mcore_config")
+
+
+def dotted(node):
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def imports(tree):
+    scope, stmts = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            for a in node.names:
+                if a.name != "*":
+                    scope[a.asname or a.name] = (node.module, a.name)
+                    stmts.append((node.lineno, node.module, a.name))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                scope[a.asname or a.name.split(".")[0]] = (a.name if a.asname else a.name.split(".")[0], None)
+                stmts.append((node.lineno, a.name, None))
+    return scope, stmts
+
+
+def load(module, name):
+    """(object, None) or (None, exception)."""
+    try:
+        mod = importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001
+        return None, exc
+    if name is None:
+        return mod, None
+    if hasattr(mod, name):
+        value = getattr(mod, name)
+        # A TE wrapper bound to None without Transformer Engine: the machine, not the release.
+        return (value, None) if value is not None else (ENV, None)
+    try:
+        return importlib.import_module(f"{module}.{name}"), None
+    except Exception as exc:  # noqa: BLE001
+        return None, exc
+
+
+def guarded_lines(tree):
+    """Lines inside a ``try`` whose handlers catch ImportError (or everything): an import
+    there is an optional one the code falls back from."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try):
+            names = {dotted(h.type) if h.type is not None else "*" for h in node.handlers}
+            if names & {"*", "ImportError", "ModuleNotFoundError", "Exception", "BaseException"}:
+                for stmt in node.body:
+                    out.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    return out
+
+
+def env_failure(exc):
+    """An import that fails for a package other than megatron (TE, flash-attn, HF): the
+    machine, not the release."""
+    name = getattr(exc, "name", None) or ""
+    return isinstance(exc, ImportError) and name and not name.startswith("megatron")
+
+
+def resolve(scope, text):
+    head, _, rest = text.partition(".")
+    if head not in scope:
+        return None
+    module, name = scope[head]
+    if not (module.startswith("megatron.core") or module == "megatron.core"):
+        return None
+    obj, exc = load(module, name)
+    if obj is None or obj is ENV:
+        return ("unloadable", exc)
+    for part in rest.split(".") if rest else []:
+        if inspect.ismodule(obj) and not hasattr(obj, part):
+            try:
+                obj = importlib.import_module(f"{obj.__name__}.{part}")
+                continue
+            except Exception:  # noqa: BLE001
+                return ("missing", f"{obj.__name__}.{part}")
+        if not hasattr(obj, part):
+            return ("missing", f"{getattr(obj, '__name__', text)}.{part}")
+        obj = getattr(obj, part)
+    return ("ok", obj)
+
+
+def enclosing(node, parents):
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return node
+    return None
+
+
+def splat_keywords(scope_node, name, line):
+    """Keywords in ``**name`` at ``line``: the last ``name = {...}`` / ``dict(...)`` before
+    the line in the same function (or module), plus ``name["k"] = ...`` after it."""
+    last, keys = -1, set()
+    for node in ast.walk(scope_node):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and node.lineno < line:
+            t, v = node.targets[0], node.value
+            if isinstance(t, ast.Name) and t.id == name and node.lineno > last:
+                got = None
+                if isinstance(v, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in v.keys):
+                    got = {k.value for k in v.keys}
+                elif isinstance(v, ast.Call) and dotted(v.func) == "dict" and not v.args:
+                    got = {k.arg for k in v.keywords if k.arg}
+                if got is not None:
+                    last, keys = node.lineno, got
+    if last < 0:
+        return set()
+    for node in ast.walk(scope_node):
+        if isinstance(node, ast.Assign) and last < node.lineno < line:
+            for t in node.targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name \
+                        and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
+                    keys.add(t.slice.value)
+    return keys
+
+
+def dict_keywords(tree):
+    """unused (kept for reference): module-wide union."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            t, v = node.targets[0], node.value
+            if isinstance(t, ast.Name):
+                if isinstance(v, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in v.keys):
+                    out.setdefault(t.id, set()).update(k.value for k in v.keys)
+                elif isinstance(v, ast.Call) and dotted(v.func) == "dict" and not v.args:
+                    out.setdefault(t.id, set()).update(k.arg for k in v.keywords if k.arg)
+            elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and \
+                    isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
+                out.setdefault(t.value.id, set()).add(t.slice.value)
+    return out
+
+
+def deprecation_texts(obj):
+    try:
+        src = inspect.getsource(obj.__init__ if inspect.isclass(obj) else obj)
+    except (OSError, TypeError):
+        return []
+    return [m for m in re.findall(r"[\"']([^\"'\n]*deprecat[^\"'\n]*)[\"']", src, re.I)]
+
+
+def check_file(text, tc_fields, elsewhere):
+    tree = ast.parse(text)
+    scope, stmts = imports(tree)
+    guarded = guarded_lines(tree)
+    parents = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    out = []
+    for line, module, name in stmts:
+        if not module.startswith("megatron.core"):
+            continue
+        if line in guarded:
+            continue
+        obj, exc = load(module, name)
+        if obj is None and not env_failure(exc):
+            out.append(dict(line=line, kind="import", name=f"{module}:{name}", severity="error",
+                            detail=f"{type(exc).__name__}: {exc}"[:200]))
+    assigned = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            text_ = dotted(node.func)
+            if not text_:
+                continue
+            got = resolve(scope, text_)
+            if got is None or got[0] == "unloadable":
+                continue
+            if got[0] == "missing":
+                out.append(dict(line=node.lineno, kind="attribute", name=text_, severity="error",
+                                detail=f"no attribute {got[1]}"))
+                continue
+            obj = got[1]
+            if not callable(obj):
+                continue
+            try:
+                sig = inspect.signature(obj)
+            except (TypeError, ValueError):
+                continue
+            kws = {k.arg for k in node.keywords if k.arg}
+            for k in node.keywords:
+                if k.arg is None and isinstance(k.value, ast.Name):
+                    kws |= splat_keywords(enclosing(node, parents) or tree, k.value.id, node.lineno)
+                elif k.arg is None and isinstance(k.value, ast.Dict):
+                    kws |= {x.value for x in k.value.keys if isinstance(x, ast.Constant)}
+            star = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
+            npos = sum(1 for a in node.args if not isinstance(a, ast.Starred))
+            ps = sig.parameters.values()
+            if not any(p.kind is p.VAR_KEYWORD for p in ps):
+                named = {p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+                for k in sorted(kws - named):
+                    out.append(dict(line=node.lineno, end=node.end_lineno, kind="signature", name=f"{text_}:{k}",
+                                    severity="error", detail=f"got an unexpected keyword argument {k!r}"))
+                kws &= named
+            try:
+                (sig.bind_partial if star else sig.bind)(*([None] * npos), **{k: None for k in kws})
+            except TypeError as exc:
+                out.append(dict(line=node.lineno, end=node.end_lineno, kind="signature", name=text_, severity="error",
+                                detail=str(exc)[:200]))
+            params = set(sig.parameters)
+            for msg in deprecation_texts(obj):
+                low = msg.lower()
+                cls = getattr(obj, "__name__", "")
+                head = low.partition("deprecat")[0]
+                hit = [k for k in kws if k in params and re.search(rf"(?<![\w-]){re.escape(k.lower())}(?![\w-])", head)]
+                if cls and cls.lower() in head and inspect.isclass(obj):
+                    hit.append("<class>")
+                for k in hit:
+                    out.append(dict(line=node.lineno, end=node.end_lineno, kind="deprecated", name=f"{text_}:{k}",
+                                    severity="warning", detail=msg[:200]))
+        elif isinstance(node, ast.ClassDef):
+            for b in node.bases:
+                bt = dotted(b)
+                got = resolve(scope, bt) if bt else None
+                if got and got[0] == "ok" and inspect.isclass(got[1]):
+                    for msg in deprecation_texts(got[1]):
+                        if got[1].__name__.lower() in msg.lower().partition("deprecat")[0]:
+                            out.append(dict(line=node.lineno, kind="deprecated", name=f"{bt}:<subclass>",
+                                            severity="warning", detail=msg[:200]))
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            base = node.value
+            is_cfg = (isinstance(base, ast.Name) and base.id in CONFIG_NAMES) or \
+                     (isinstance(base, ast.Attribute) and base.attr in CONFIG_NAMES)
+            if is_cfg and node.attr not in tc_fields and node.attr in elsewhere and node.attr not in assigned:
+                out.append(dict(line=node.lineno, kind="config-field", name=node.attr, severity="error",
+                                detail="TransformerConfig has no such field here"))
+    for b in out:
+        b.setdefault("end", b["line"])
+    seen, uniq = set(), []
+    for b in out:
+        k = (b["line"], b["kind"], b["name"])
+        if k not in seen:
+            seen.add(k)
+            uniq.append(b)
+    return uniq
+
+
+def tc_attributes():
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    import dataclasses
+    return {f.name for f in dataclasses.fields(TransformerConfig)} | set(dir(TransformerConfig))
+
+
+def main():
+    req = json.load(sys.stdin)
+    if isinstance(req, dict) and req.get("fields_only"):
+        print(json.dumps(sorted(tc_attributes())))
+        return
+    items, elsewhere = req["items"], set(req["elsewhere"])
+    real_stdout, sys.stdout = sys.stdout, io.StringIO()  # imports that print stay out of the JSON
+    try:
+        fields = tc_attributes()
+        res = {it["key"]: check_file(it["text"], fields, elsewhere - fields) for it in items}
+    finally:
+        sys.stdout = real_stdout
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
