@@ -27,7 +27,9 @@ def test_json_keys_and_exit_1_on_error():
     r = cli(DATA / "layout.bad.py", "--json")
     assert r.returncode == 1, r.stderr
     out = json.loads(r.stdout)
-    assert set(out) == {"schema_version", "megatron_version", "findings", "summary"}
+    assert {"schema_version", "megatron_version", "findings", "summary"} <= set(out)
+    assert set(out) - {"schema_version", "megatron_version", "findings", "summary"} <= \
+        {"environment"}
     assert set(out["megatron_version"]) == {"version", "source"}
     f = out["findings"][0]
     assert set(f) == {"rule", "path", "line", "severity", "message", "fix", "versions", "reference"}

@@ -27,7 +27,25 @@ LOCAL_FIX = ("use the local spec (get_gpt_layer_local_spec) on machines without 
              "Engine, or install Transformer Engine")
 
 
+def te_uses(ctx):
+    """Lines that use a TE-only name (what te_placeholders would report), for the note."""
+    if releases.vkey(ctx.version) < releases.vkey(MAGICMOCK_SINCE):
+        return []
+    return [imp.line for imp in ctx.source.imports
+            if _te_failure(ctx, imp.origin if imp.name else imp.module)]
+
+
 def unresolved_imports(ctx):
+    for f in _unresolved(ctx):
+        if f.line in ctx.source.guarded_lines and f.severity == "error":
+            # inside try/except ImportError: the code falls back; a fact, not a break
+            f.severity = "info"
+            f.message += " (the import is inside a try that catches ImportError: the code " \
+                         "falls back)"
+        yield f
+
+
+def _unresolved(ctx):
     view = ctx.view
     for imp in ctx.source.imports:
         if not imp.module.startswith("megatron.") or not view.covers(imp.module):
@@ -94,7 +112,11 @@ MAGICMOCK_SINCE = "0.13.1"  # first indexed release whose TE module falls back t
 
 
 def te_placeholders(ctx):
-    if ctx.has_te or releases.vkey(ctx.version) < releases.vkey(MAGICMOCK_SINCE):
+    """Per import, only where the user declared that the target has no Transformer Engine
+    (--target-te absent): otherwise it is a fact about this machine, reported once per run
+    by review.environment(), not about the code."""
+    if ctx.has_te or ctx.target_te is None or \
+            releases.vkey(ctx.version) < releases.vkey(MAGICMOCK_SINCE):
         return
     seen = set()
     for imp in ctx.source.imports:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from . import checks_imports, checks_layout, checks_models, checks_pairs, checks_signatures
-from . import checks_groups
+from . import checks_attributes, checks_groups
 
 API = "references/api-reference.md"
 PAR = "references/parallelism-reference.md"
@@ -43,6 +43,11 @@ RULES = (
     Rule("positional-mismatch", "warning", ALL,
          f"{API}#specs-modulespec-build_module-layer-and-block-specs",
          checks_signatures.positional_mismatch),
+    Rule("removed-attribute", "error", ALL, f"{API}#parallel-state-and-process-groups",
+         checks_attributes.removed_attributes),
+    Rule("config-field", "error", ALL,
+         f"{API}#configuration-modelparallelconfig-and-transformerconfig",
+         checks_attributes.config_fields),
     Rule("unresolved-import", "error", ALL, f"{API}#hybridmodel",
          checks_imports.unresolved_imports),
     Rule("te-placeholder", "warning", "0.13-0.19 (te is a MagicMock without TE from 0.13.1 "

@@ -379,7 +379,28 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+# Module aliases megatron binds in a package __init__ (megatron/core/__init__.py:
+# ``mpu = parallel_state``, every indexed release).
+MODULE_ALIASES = {"megatron.core.mpu": "megatron.core.parallel_state"}
+
+
 def _canonical(target):
+    target = _unalias(target)
+    return _canonical_name(target)
+
+
+def _unalias(target):
+    if target:
+        for alias, real in MODULE_ALIASES.items():
+            if target == alias or target.startswith((alias + ".", alias + ":")):
+                return real + target[len(alias):]
+            if target == alias.replace(".mpu", ":mpu") or target.startswith(
+                    alias.replace(".mpu", ":mpu") + "."):
+                return real + target[len(alias):]
+    return target
+
+
+def _canonical_name(target):
     """'a.b.C' (module attribute) -> 'a.b:C' when the last part looks like an object
     (the release index names objects 'module:Name')."""
     if target is None or ":" in target:
