@@ -37,8 +37,10 @@ def removed_attributes(ctx):
     view = ctx.view
     guarded = {imp.local for imp in ctx.source.imports if imp.line in ctx.source.guarded_lines}
     for call in ctx.source.calls:
-        if call.text.partition(".")[0] in guarded:
-            continue  # imported in a try that falls back: the code expects it may be absent
+        if "." not in call.text or call.text.partition(".")[0] in guarded:
+            # a bare name's absence is its import's finding (unresolved-import); a name
+            # imported in a try that falls back is expected to be absent
+            continue
         module, _, name = (call.target or "").partition(":")
         if not module.startswith("megatron.") or not name or "." in name or \
                 name.startswith("_") or not view.has_module(module):

@@ -213,11 +213,27 @@ def _reaching_keys(assigns, name, line):
     return keys
 
 
+def _feature_checked(tree):
+    """{(line, key)}: statements under an ``if`` whose test names ``key`` as a string
+    (``if "dense_grouped_gemm" in inspect.signature(f).parameters: kwargs[...] = ...``): the
+    code sets the key only where the release has it."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            keys = {c.value for c in ast.walk(node.test)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            for stmt in node.body:
+                for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1):
+                    out.update((line, k) for k in keys)
+    return out
+
+
 def _read_splats(tree, calls):
     """Fill Call.splat from dicts built in the same function, else the module."""
     if not any(c.has_star_kwargs for c in calls):
         return
     scopes = _scope_statements(tree)
+    checked = _feature_checked(tree)
     for call in calls:
         if not call.has_star_kwargs:
             continue
@@ -236,7 +252,8 @@ def _read_splats(tree, calls):
                 call.splat_known = False
             else:
                 for kw, line in keys.items():
-                    call.splat.setdefault(kw, line)
+                    if (line, kw) not in checked:
+                        call.splat.setdefault(kw, line)
 
 
 def literal(node_or_text, default=None):
