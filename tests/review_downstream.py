@@ -111,9 +111,16 @@ KIND_RULES = {  # oracle kind -> reviewer rules that report it
     "attribute": ("removed-attribute", "unresolved-import"),
     "signature": ("unknown-keyword", "removed-keyword", "missing-required", "too-many-positional"),
     "config-field": ("config-field",),
+    "positional": ("positional-mismatch",),
     "deprecated": ("deprecated-keyword", "gptmodel-deprecated", "mambamodel-deprecated",
                    "deprecated-subclass"),
 }
+
+
+def _on(finding, brk):
+    """The finding sits on the break: within the call, or on the line of a ** dict's key."""
+    return brk["line"] <= finding["line"] <= brk.get("end", brk["line"]) or \
+        finding["line"] in brk.get("also", [])
 
 
 def match(findings, breaks):
@@ -124,7 +131,7 @@ def match(findings, breaks):
         fs = findings.get((k, rel), [])
         for b in bs:
             rules = KIND_RULES[b["kind"]]
-            ok = any(b["line"] <= f["line"] <= b.get("end", b["line"]) and f["rule"].split(".")[0] in rules and
+            ok = any(_on(f, b) and f["rule"].split(".")[0] in rules and
                      f["severity"] in ("error", "warning") for f in fs)
             (hit if ok else missed).append((k, rel, b))
     return hit, missed
@@ -145,7 +152,7 @@ def precision(found, breaks):
             else:
                 rule = f["rule"].split(".")[0]
                 verdict = "confirmed" if any(
-                    rule in KIND_RULES[b["kind"]] and b["line"] <= f["line"] <= b.get("end", b["line"])
+                    rule in KIND_RULES[b["kind"]] and _on(f, b)
                     for b in bs) else "unconfirmed"
             out[(f["rule"], f["severity"], verdict)] += 1
     return out

@@ -26,6 +26,9 @@ logging.disable(logging.CRITICAL)
 warnings.simplefilter("ignore")
 
 ENV = object()
+# The packages megatron-core ships (megatron.training from 0.17 on); megatron.bridge is
+# another project.
+MEGATRON = ("megatron.core", "megatron.training")
 CONFIG_NAMES = ("config", "transformer_config", "tf_config", "tfconfig", "mcore_config")
 
 
@@ -90,7 +93,9 @@ def env_failure(exc):
     """An import that fails for a package other than megatron (TE, flash-attn, HF): the
     machine, not the release."""
     name = getattr(exc, "name", None) or ""
-    return isinstance(exc, ImportError) and name and not name.startswith("megatron")
+    # megatron.training is absent from the wheels before 0.17: no verdict there either
+    return isinstance(exc, ImportError) and name and (
+        not name.startswith("megatron") or name == "megatron.training")
 
 
 def resolve(scope, text):
@@ -98,7 +103,7 @@ def resolve(scope, text):
     if head not in scope:
         return None
     module, name = scope[head]
-    if not (module.startswith("megatron.core") or module == "megatron.core"):
+    if not module.startswith(MEGATRON):
         return None
     obj, exc = load(module, name)
     if obj is None or obj is ENV:
@@ -110,6 +115,8 @@ def resolve(scope, text):
                 continue
             except Exception:  # noqa: BLE001
                 return ("missing", f"{obj.__name__}.{part}")
+        if obj is None or part.startswith("_") or not (inspect.ismodule(obj) or inspect.isclass(obj)):
+            return None  # an instance (set at run time) or a private name: no verdict
         if not hasattr(obj, part):
             return ("missing", f"{getattr(obj, '__name__', text)}.{part}")
         obj = getattr(obj, part)
@@ -127,26 +134,26 @@ def enclosing(node, parents):
 def splat_keywords(scope_node, name, line):
     """Keywords in ``**name`` at ``line``: the last ``name = {...}`` / ``dict(...)`` before
     the line in the same function (or module), plus ``name["k"] = ...`` after it."""
-    last, keys = -1, set()
+    last, keys = -1, {}
     for node in ast.walk(scope_node):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and node.lineno < line:
             t, v = node.targets[0], node.value
             if isinstance(t, ast.Name) and t.id == name and node.lineno > last:
                 got = None
                 if isinstance(v, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in v.keys):
-                    got = {k.value for k in v.keys}
+                    got = {k.value: k.lineno for k in v.keys}
                 elif isinstance(v, ast.Call) and dotted(v.func) == "dict" and not v.args:
-                    got = {k.arg for k in v.keywords if k.arg}
+                    got = {k.arg: k.value.lineno for k in v.keywords if k.arg}
                 if got is not None:
                     last, keys = node.lineno, got
     if last < 0:
-        return set()
+        return {}
     for node in ast.walk(scope_node):
         if isinstance(node, ast.Assign) and last < node.lineno < line:
             for t in node.targets:
                 if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name \
                         and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
-                    keys.add(t.slice.value)
+                    keys[t.slice.value] = node.lineno
     return keys
 
 
@@ -168,11 +175,22 @@ def dict_keywords(tree):
 
 
 def deprecation_texts(obj):
+    """The text of every call in the callee's own source whose string arguments say
+    'deprecat' (warnings.warn, logger.warning, log_single_rank...), the pieces of a
+    concatenated or f-string message joined."""
     try:
         src = inspect.getsource(obj.__init__ if inspect.isclass(obj) else obj)
-    except (OSError, TypeError):
+        tree = ast.parse(__import__("textwrap").dedent(src))
+    except (OSError, TypeError, SyntaxError):
         return []
-    return [m for m in re.findall(r"[\"']([^\"'\n]*deprecat[^\"'\n]*)[\"']", src, re.I)]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            text = " ".join(c.value for a in node.args for c in ast.walk(a)
+                            if isinstance(c, ast.Constant) and isinstance(c.value, str))
+            if "deprecat" in text.lower():
+                out.append(text)
+    return out
 
 
 def check_file(text, tc_fields, elsewhere):
@@ -185,7 +203,7 @@ def check_file(text, tc_fields, elsewhere):
             parents[child] = node
     out = []
     for line, module, name in stmts:
-        if not module.startswith("megatron.core"):
+        if not module.startswith(MEGATRON):
             continue
         if line in guarded:
             continue
@@ -214,9 +232,12 @@ def check_file(text, tc_fields, elsewhere):
             except (TypeError, ValueError):
                 continue
             kws = {k.arg for k in node.keywords if k.arg}
+            key_lines = {}
             for k in node.keywords:
                 if k.arg is None and isinstance(k.value, ast.Name):
-                    kws |= splat_keywords(enclosing(node, parents) or tree, k.value.id, node.lineno)
+                    got = splat_keywords(enclosing(node, parents) or tree, k.value.id, node.lineno)
+                    key_lines.update(got)
+                    kws |= set(got)
                 elif k.arg is None and isinstance(k.value, ast.Dict):
                     kws |= {x.value for x in k.value.keys if isinstance(x, ast.Constant)}
             star = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
@@ -226,7 +247,8 @@ def check_file(text, tc_fields, elsewhere):
                 named = {p.name for p in ps if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
                 for k in sorted(kws - named):
                     out.append(dict(line=node.lineno, end=node.end_lineno, kind="signature", name=f"{text_}:{k}",
-                                    severity="error", detail=f"got an unexpected keyword argument {k!r}"))
+                                    severity="error", detail=f"got an unexpected keyword argument {k!r}",
+                                    also=[key_lines[k]] if k in key_lines else []))
                 kws &= named
             try:
                 (sig.bind_partial if star else sig.bind)(*([None] * npos), **{k: None for k in kws})
@@ -234,6 +256,15 @@ def check_file(text, tc_fields, elsewhere):
                 out.append(dict(line=node.lineno, end=node.end_lineno, kind="signature", name=text_, severity="error",
                                 detail=str(exc)[:200]))
             params = set(sig.parameters)
+            slots = [p for p in sig.parameters.values()
+                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            for arg, slot in zip(node.args, slots):
+                said = arg.attr if isinstance(arg, ast.Attribute) else None
+                if said and said in params and said != slot.name and \
+                        (inspect.isfunction(obj) and obj.__name__.startswith("get_")):
+                    out.append(dict(line=arg.lineno, kind="positional", name=f"{text_}:{said}",
+                                    severity="warning",
+                                    detail=f"{said} lands in parameter {slot.name!r}"))
             for msg in deprecation_texts(obj):
                 low = msg.lower()
                 cls = getattr(obj, "__name__", "")
@@ -243,7 +274,8 @@ def check_file(text, tc_fields, elsewhere):
                     hit.append("<class>")
                 for k in hit:
                     out.append(dict(line=node.lineno, end=node.end_lineno, kind="deprecated", name=f"{text_}:{k}",
-                                    severity="warning", detail=msg[:200]))
+                                    severity="warning", detail=msg[:200],
+                                    also=[key_lines[k]] if k in key_lines else []))
         elif isinstance(node, ast.ClassDef):
             for b in node.bases:
                 bt = dotted(b)

@@ -3,6 +3,7 @@ module code and in functions that receive, or build objects that take, a pg_coll
 
 from __future__ import annotations
 
+import ast
 import re
 
 from . import targets
@@ -87,9 +88,17 @@ def collection_in_scope(ctx, call):
     if var:
         return var, f"{call.func.name}() receives {var}"
     var = _class_collection(ctx, call.cls)
-    if var:
+    if var and not _before_super_init(ctx, call):
         return var, f"class {call.cls.name} keeps it as {var}"
     return None
+
+
+def _before_super_init(ctx, call):
+    """A read in __init__ above its super().__init__(...): self.pg_collection is not set yet."""
+    if call.func is None or call.func.name != "__init__":
+        return False
+    return any(c.func is call.func and c.line > call.line and c.text.endswith("__init__")
+               and "super" in ast.unparse(c.node.func) for c in ctx.source.calls)
 
 
 def replacement(getter, var="pg_collection"):
