@@ -31,6 +31,21 @@ VENVS = {"0.19.2": REPO / ".venv" / "bin" / "python",
          "0.13.1": REPO / ".venv-0131" / "bin" / "python"}
 
 
+CHILD = REPO / "tests" / "review_oracle_child.py"
+
+
+def all_fields():
+    """TransformerConfig's fields in every indexed release (the release index): a read of one
+    of these that a release lacks is a removed or not-yet-added field."""
+    import release_index
+    out = set()
+    for version in release_index.RELEASES:
+        rel = release_index.load(version)
+        out |= {f["name"] for f in rel.fields(
+            "megatron.core.transformer.transformer_config:TransformerConfig") or []}
+    return out
+
+
 def corpus():
     return json.loads(CORPUS.read_text())["files"]
 

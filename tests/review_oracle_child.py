@@ -174,7 +174,28 @@ def dict_keywords(tree):
     return out
 
 
-def deprecation_texts(obj):
+def deprecation_texts(obj, depth=0):
+    """deprecation_texts_own(obj), plus those of the same module's functions it calls
+    (one level: get_gpt_layer_with_transformer_engine_spec hands its keywords to
+    get_gpt_layer_with_transformer_engine_submodules in 0.19.2, which warns)."""
+    out = deprecation_texts_own(obj)
+    if depth or inspect.isclass(obj):
+        return out
+    try:
+        tree = ast.parse(__import__("textwrap").dedent(inspect.getsource(obj)))
+    except (OSError, TypeError, SyntaxError):
+        return out
+    module = sys.modules.get(getattr(obj, "__module__", ""), None)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and module is not None:
+            callee = getattr(module, node.func.id, None)
+            if inspect.isfunction(callee) and callee is not obj and \
+                    callee.__module__ == obj.__module__:
+                out += deprecation_texts_own(callee)
+    return out
+
+
+def deprecation_texts_own(obj):
     """The text of every call in the callee's own source whose string arguments say
     'deprecat' (warnings.warn, logger.warning, log_single_rank...), the pieces of a
     concatenated or f-string message joined."""

@@ -46,7 +46,7 @@ def removed_attributes(ctx):
                 name.startswith("_") or not view.has_module(module):
             continue
         if name in view.names(module) or view.has_module(f"{module}.{name}") or \
-                ctx.resolve_call(call):
+                ctx.resolve_call(call) or (call.line, name) in ctx.source.feature_checked:
             continue
         had = _history(ctx, f"attr:{module}:{name}",
                        lambda rel: name in (rel.names(module) or {}))
@@ -58,8 +58,8 @@ def removed_attributes(ctx):
             f"{call.text}() calls {module}.{name}, which {ctx.version} does not have "
             f"({_when(ctx, had)}; there in {', '.join(had)}): AttributeError: module "
             f"'{module}' has no attribute '{name}'",
-            f"{succ}()" if succ else f"remove the call to {name}(), or guard it with "
-            f"hasattr({call.text.rpartition('.')[0] or module}, {name!r})",
+            f"{succ}()" if succ else
+            f"({call.text}() if hasattr({call.text.rpartition('.')[0]}, {name!r}) else None)",
             versions=f"has {name}: {', '.join(had)}")
 
 
@@ -93,7 +93,8 @@ def config_fields(ctx):
     seen = set()
     for read in ctx.source.attr_reads:
         attr = read.attr
-        if attr in fields or attr in own or attr.startswith("_") or (attr, read.line) in seen:
+        if attr in fields or attr in own or attr.startswith("_") or (attr, read.line) in seen \
+                or (read.line, attr) in ctx.source.feature_checked:
             continue
         had = _history(ctx, f"field:{attr}", lambda rel: attr in _tc_fields(rel))
         if not had:

@@ -102,7 +102,7 @@ def _is_package_of_known(view, module):
 def _where(view, name, imp=None):
     defs = view.find_definitions(name)
     if not defs:
-        return f"{name} is not defined anywhere in this release"
+        return f"remove the import of {name}: no module of this release defines it"
     module, _, obj = defs[0].partition(":")
     alias = f" as {imp.local}" if imp is not None and imp.local != name else ""
     return f"from {module} import {obj}{alias}"

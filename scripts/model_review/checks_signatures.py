@@ -172,7 +172,14 @@ def deprecated_keywords(ctx):
                     kw_line,
                     f"{targets.short(obj_id)}() keyword {kw!r} is deprecated in {ctx.version}: "
                     f"{hit['file']}:{hit['line']} says \"{hit['text']}\"",
-                    "see the message for the replacement")
+                    _rename(call, kw, _instead(hit["text"], names)))
+
+
+def _instead(text, names):
+    """The parameter the message names as the replacement ('Use hybrid_layer_pattern
+    instead'), when the callee has it; None: the keyword only goes."""
+    m = re.search(r"[Uu]se [`'\"]?(\w+)[`'\"]? instead", text)
+    return m.group(1) if m and m.group(1) in names else None
 
 
 def _deprecates(text, kw):

@@ -105,6 +105,9 @@ class Source:
     attr_reads: list = dataclasses.field(default_factory=list)  # reads of config-like names
     stored_attrs: set = dataclasses.field(default_factory=set)  # x.NAME = ... anywhere
     guarded_lines: set = dataclasses.field(default_factory=set)  # in try/except ImportError
+    # (line, name): under an if whose test names it ("x" in signature(f).parameters,
+    # hasattr(mod, "x")): the code uses the name only where the release has it
+    feature_checked: set = dataclasses.field(default_factory=set)
     tree: ast.AST = dataclasses.field(repr=False, default=None)
     cache: dict = dataclasses.field(repr=False, default_factory=dict)  # per-file results rules share
 
@@ -124,7 +127,7 @@ def parse(text: str, path: str) -> Source:
     v.visit(tree)
     _read_splats(tree, v.calls)
     return Source(path, text, v.imports, v.calls, v.functions, v.classes, v.attr_reads,
-                  v.stored, _guarded(tree), tree)
+                  v.stored, _guarded(tree), _feature_checked(tree), tree)
 
 
 # Names a TransformerConfig usually goes by in model code (``config.x``, ``self.config.x``).
@@ -219,10 +222,11 @@ def _feature_checked(tree):
     code sets the key only where the release has it."""
     out = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If):
+        if isinstance(node, (ast.If, ast.IfExp)):
             keys = {c.value for c in ast.walk(node.test)
                     if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-            for stmt in node.body:
+            body = node.body if isinstance(node, ast.If) else [node.body]
+            for stmt in body:
                 for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1):
                     out.update((line, k) for k in keys)
     return out
