@@ -114,6 +114,11 @@ def apply(text, f):
     if rule == "gptmodel-deprecated" and fix.startswith("subclass HybridModel"):
         return rebase_subclass(text, f, ("megatron.core.models.hybrid.hybrid_model",
                                          "HybridModel"))
+    if rule == "parallel-size-mismatch" and (m := re.fullmatch(r"(\w+)=(\S+)", fix)):
+        name, value = m.groups()
+        edited = _edit_line(text, f["line"], lambda s: re.sub(rf"\b{name}\s*=\s*[^,)]+",
+                                                              f"{name}={value}", s, count=1))
+        return edited or add_keyword(text, f, name).replace(f"{name}=None", f"{name}={value}")
     if rule == "positional-mismatch" and fix.startswith("drop it"):
         arg = re.match(r"positional argument (.+?) lands in", f["message"]).group(1)
         return _edit_line(text, f["line"], lambda s: re.sub(

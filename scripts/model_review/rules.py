@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from . import checks_imports, checks_layout, checks_models, checks_pairs, checks_signatures
-from . import checks_attributes, checks_groups
+from . import checks_attributes, checks_groups, checks_parallel
 
 API = "references/api-reference.md"
 PAR = "references/parallelism-reference.md"
@@ -61,6 +61,8 @@ RULES = (
          checks_models.gptmodel_deprecated),
     Rule("mambamodel-deprecated", "warning", "0.18-0.19", f"{API}#mambamodel",
          checks_models.mambamodel_deprecated),
+    Rule("parallel-size-mismatch", "warning", ALL, f"{PAR}#rule-table",
+         checks_parallel.parallel_size_mismatch),
     Rule("spec-config-mismatch", "error", "pairs derived from each release's index; built "
          "both ways on 0.19.2",
          f"{API}#specs-modulespec-build_module-layer-and-block-specs",
