@@ -254,3 +254,36 @@ def test_deprecated_config_fields_from_the_release_messages(tmp_path):
     (f,) = run(path, "deprecated-keyword")
     assert f["line"] == 3 and "'enable_cuda_graph' is deprecated" in f["message"]
     assert "enable_cuda_graph is deprecated, use cuda_graph_impl=local instead." in f["message"]
+
+
+def test_config_built_from_a_dict_meets_its_spec(tmp_path):
+    """Issue 20: the config's keywords come from a dict splatted with ** (qk_layernorm=True),
+    the spec leaves its q/k norms out: spec-config-mismatch reads the dict."""
+    path = tmp_path / "p.py"
+    path.write_text(
+        "from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec\n"
+        "from megatron.core.transformer.transformer_config import TransformerConfig\n\n"
+        "def provider():\n"
+        "    kw = {'num_layers': 2, 'hidden_size': 64, 'num_attention_heads': 4}\n"
+        "    kw['qk_layernorm'] = True\n"
+        "    config = TransformerConfig(**kw)\n"
+        "    return config, get_gpt_layer_local_spec()\n")
+    (f,) = run(path, "spec-config-mismatch")
+    assert f["line"] == 8 and f["fix"] == "qk_layernorm=config.qk_layernorm"
+
+
+def test_splat_keyword_unknown_and_changed_dict_unread(tmp_path):
+    """A key of a ** dict the callee lacks is reported on the key's line; a dict changed by
+    .update() is not read (its keys are not known)."""
+    path = tmp_path / "p.py"
+    path.write_text(
+        "from megatron.core.transformer.transformer_config import TransformerConfig\n\n"
+        "def a():\n"
+        "    kw = dict(num_layers=2, num_query_group=2)\n"
+        "    return TransformerConfig(**kw)\n\n"
+        "def b(extra):\n"
+        "    kw = dict(num_layers=2, num_query_group=2)\n"
+        "    kw.update(extra)\n"
+        "    return TransformerConfig(**kw)\n")
+    (f,) = run(path, "unknown-keyword")
+    assert f["line"] == 4 and f["fix"] == "key 'num_query_groups'"

@@ -88,7 +88,7 @@ def mambamodel_deprecated(ctx):
         if obj_id is None or targets.short(obj_id) != "MambaModel" or call.via_super:
             continue
         fix = "HybridModel(..., hybrid_stack_spec=...) from megatron.core.models.hybrid.hybrid_model"
-        if "mamba_stack_spec" in call.kwargs:
+        if "mamba_stack_spec" in call.all_kwargs():
             fix += " (mamba_stack_spec= becomes hybrid_stack_spec=)"
         yield ctx.finding(call.line, f"MambaModel is deprecated from {MAMBA_DEPRECATED_SINCE} "
                           f"on: it logs \"{MAMBA_MESSAGE}\"", fix,

@@ -21,7 +21,7 @@ def _given(call, params):
     order = [p["name"] for p in params if p["kind"] in ("positional_only",
                                                           "positional_or_keyword")]
     out = dict(zip(order, call.node.args))
-    out.update(call.kwargs)
+    out.update(call.all_values())
     return out
 
 
@@ -59,7 +59,7 @@ def parallel_size_mismatch(ctx):
         init = same[0]
         fields = {f["name"]: f.get("default") for f in
                   (ctx.view.fields(ctx.resolve_call(config)) or [])}
-        cfg_nodes = dict(config.kwargs)
+        cfg_nodes = config.all_values()
         init_nodes = _given(init, init_sig["params"])
         cv = {n: _value(cfg_nodes, fields, n) for n in SIZES}
         iv = {n: _value(init_nodes, init_defaults, n) for n in SIZES}

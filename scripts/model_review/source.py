@@ -44,8 +44,15 @@ class Call:
     # same function (or module): keyword -> line of the key.  splat_known: every ``**`` was
     # read that way, so the call's keywords are all known.
     splat: dict = dataclasses.field(default_factory=dict)
+    splat_values: dict = dataclasses.field(default_factory=dict)  # keyword -> ast value node
     splat_known: bool = True
     via_super: bool = False  # super().__init__(...) inside a class with a megatron base
+
+    def all_values(self):
+        """keyword -> ast node, the written ones and those read from a ``**`` dict."""
+        out = dict(self.splat_values)
+        out.update(self.kwargs)
+        return out
 
     def all_kwargs(self):
         """keyword -> line, the written ones and those read from a ``**`` dict."""
@@ -59,10 +66,11 @@ class Call:
         return default if node is None else literal(node, default)
 
     def literal_kwargs(self):
+        """The literal keywords, the written ones and those of a ``**`` dict."""
         out = {}
-        for name in self.kwargs:
+        for name, node in self.all_values().items():
             sentinel = object()
-            value = self.literal(name, sentinel)
+            value = literal(node, sentinel)
             if value is not sentinel:
                 out[name] = value
         return out
@@ -153,6 +161,16 @@ def _guarded(tree):
     return out
 
 
+def _dict_values(value):
+    """{key: value node} of the same dict forms as _dict_keys."""
+    if isinstance(value, ast.Dict):
+        return {k.value: v for k, v in zip(value.keys, value.values)
+                if isinstance(k, ast.Constant)}
+    if isinstance(value, ast.Call):
+        return {k.arg: k.value for k in value.keywords if k.arg}
+    return {}
+
+
 def _dict_keys(value):
     """{key: line} of a dict literal with string keys or dict(k=...), else None."""
     if isinstance(value, ast.Dict):
@@ -185,19 +203,21 @@ def _scope_statements(tree):
 
 
 def _reaching_keys(assigns, name, line):
-    """Keywords of ``**name`` at ``line``: the last ``name = {...}``/``dict(...)`` above it in
-    the same scope, plus ``name["k"] = ...`` between the two.  None when the last binding of
-    the name above the line is something else (not readable)."""
-    last, keys = None, None
+    """({keyword: line}, {keyword: value node}) of ``**name`` at ``line``: the last
+    ``name = {...}``/``dict(...)`` above it in the same scope, plus ``name["k"] = ...``
+    between the two.  None when the last binding of the name above the line is something
+    else, or the dict is changed another way (not readable)."""
+    last, keys, values = None, None, {}
     for a in assigns:
         if a.lineno >= line or not isinstance(a, ast.Assign):
             continue
         for t in a.targets:
             if isinstance(t, ast.Name) and t.id == name and (last is None or a.lineno > last):
-                last, keys = a.lineno, _dict_keys(a.value)
+                last, keys, values = a.lineno, _dict_keys(a.value), _dict_values(a.value)
     if last is None or keys is None:
         return None
     keys = dict(keys)
+    keys_values = dict(values)
     for a in assigns:
         if not last < a.lineno < line:
             continue
@@ -213,7 +233,8 @@ def _reaching_keys(assigns, name, line):
                         t.value.id == name and isinstance(t.slice, ast.Constant) and \
                         isinstance(t.slice.value, str):
                     keys[t.slice.value] = a.lineno
-    return keys
+                    keys_values[t.slice.value] = a.value
+    return keys, keys_values
 
 
 def _feature_checked(tree):
@@ -245,19 +266,24 @@ def _read_splats(tree, calls):
             if k.arg is not None:
                 continue
             keys = None
+            values = {}
             if isinstance(k.value, ast.Dict) or isinstance(k.value, ast.Call):
                 keys = _dict_keys(k.value)
+                values = _dict_values(k.value)
             elif isinstance(k.value, ast.Name):
                 owner = id(call.func.node) if call.func is not None else 0
-                keys = _reaching_keys(scopes.get(owner, []), k.value.id, call.line)
-                if keys is None and owner:
-                    keys = _reaching_keys(scopes.get(0, []), k.value.id, call.line)
+                got = _reaching_keys(scopes.get(owner, []), k.value.id, call.line)
+                if got is None and owner:
+                    got = _reaching_keys(scopes.get(0, []), k.value.id, call.line)
+                keys, values = got if got is not None else (None, {})
             if keys is None:
                 call.splat_known = False
             else:
                 for kw, line in keys.items():
                     if (line, kw) not in checked:
                         call.splat.setdefault(kw, line)
+                        if kw in values:
+                            call.splat_values.setdefault(kw, values[kw])
 
 
 def literal(node_or_text, default=None):
