@@ -133,9 +133,10 @@ def parse(text: str, path: str) -> Source:
         raise ParseError(f"{path}: does not parse: {exc}") from None
     v = _Visitor()
     v.visit(tree)
-    _read_splats(tree, v.calls)
+    checked = _feature_checked(v.ifs)
+    _read_splats(v.calls, v.scope_stmts, checked)
     return Source(path, text, v.imports, v.calls, v.functions, v.classes, v.attr_reads,
-                  v.stored, _guarded(tree), _feature_checked(tree), tree)
+                  v.stored, _guarded(v.tries), checked, tree)
 
 
 # Names a TransformerConfig usually goes by in model code (``config.x``, ``self.config.x``).
@@ -145,19 +146,18 @@ CATCHES_IMPORT = frozenset(("*", "ImportError", "ModuleNotFoundError", "Exceptio
                             "BaseException"))
 
 
-def _guarded(tree):
+def _guarded(tries):
     """Lines inside a ``try`` body whose handlers catch ImportError (or everything): an import
     there is optional, the code falls back."""
     out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Try):
-            caught = set()
-            for h in node.handlers:
-                types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
-                caught |= {"*" if t is None else (dotted(t) or "") for t in types}
-            if caught & CATCHES_IMPORT:
-                for stmt in node.body:
-                    out.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    for node in tries:
+        caught = set()
+        for h in node.handlers:
+            types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+            caught |= {"*" if t is None else (dotted(t) or "") for t in types}
+        if caught & CATCHES_IMPORT:
+            for stmt in node.body:
+                out.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
     return out
 
 
@@ -181,25 +181,6 @@ def _dict_keys(value):
             all(k.arg for k in value.keywords):
         return {k.arg: k.value.lineno for k in value.keywords}
     return None
-
-
-def _scope_statements(tree):
-    """{id(function node) or 0: [ast.Assign ...]} (module-level assignments under 0)."""
-    out = {}
-
-    def walk(node, owner):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                walk(child, id(child))
-            elif isinstance(child, ast.ClassDef):
-                walk(child, owner)
-            else:
-                if isinstance(child, (ast.Assign, ast.AugAssign)) or (
-                        isinstance(child, ast.Attribute) and isinstance(child.value, ast.Name)):
-                    out.setdefault(owner, []).append(child)
-                walk(child, owner)
-    walk(tree, 0)
-    return out
 
 
 def _reaching_keys(assigns, name, line):
@@ -227,38 +208,35 @@ def _reaching_keys(assigns, name, line):
                     (isinstance(a, ast.AugAssign) and dotted(a.target) == name):
                 return None
             continue
-        if True:
-            for t in a.targets:
-                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and \
-                        t.value.id == name and isinstance(t.slice, ast.Constant) and \
-                        isinstance(t.slice.value, str):
-                    keys[t.slice.value] = a.lineno
-                    keys_values[t.slice.value] = a.value
+        for t in a.targets:
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and \
+                    t.value.id == name and isinstance(t.slice, ast.Constant) and \
+                    isinstance(t.slice.value, str):
+                keys[t.slice.value] = a.lineno
+                keys_values[t.slice.value] = a.value
     return keys, keys_values
 
 
-def _feature_checked(tree):
+def _feature_checked(ifs):
     """{(line, key)}: statements under an ``if`` whose test names ``key`` as a string
     (``if "dense_grouped_gemm" in inspect.signature(f).parameters: kwargs[...] = ...``): the
     code sets the key only where the release has it."""
     out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.If, ast.IfExp)):
-            keys = {c.value for c in ast.walk(node.test)
-                    if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-            body = node.body if isinstance(node, ast.If) else [node.body]
-            for stmt in body:
-                for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1):
-                    out.update((line, k) for k in keys)
+    for node in ifs:
+        keys = {c.value for c in ast.walk(node.test)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+        body = node.body if isinstance(node, ast.If) else [node.body]
+        for stmt in body:
+            for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1):
+                out.update((line, k) for k in keys)
     return out
 
 
-def _read_splats(tree, calls):
-    """Fill Call.splat from dicts built in the same function, else the module."""
+def _read_splats(calls, scopes, checked):
+    """Fill Call.splat from dicts built in the same function, else the module.  scopes:
+    {id(function node) or 0: [Assign, AugAssign, name.attr nodes]} from the visitor."""
     if not any(c.has_star_kwargs for c in calls):
         return
-    scopes = _scope_statements(tree)
-    checked = _feature_checked(tree)
     for call in calls:
         if not call.has_star_kwargs:
             continue
@@ -310,9 +288,33 @@ class _Visitor(ast.NodeVisitor):
     def __init__(self):
         self.imports, self.calls, self.functions, self.classes = [], [], [], []
         self.attr_reads, self.stored = [], set()
+        # One pass collects what the file-wide passes read: try blocks (guarded imports),
+        # ifs with a string in their test (feature checks), assignments per function (**).
+        self.tries, self.ifs, self.scope_stmts = [], [], {}
         self.scope = {}          # local name -> origin (file-wide; later imports win)
         self.func = None
         self.cls = None
+
+    def _owner(self):
+        return id(self.func.node) if self.func is not None else 0
+
+    def visit_Try(self, node):
+        self.tries.append(node)
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try
+
+    def visit_If(self, node):
+        if any(isinstance(c, ast.Constant) and isinstance(c.value, str)
+               for c in ast.walk(node.test)):
+            self.ifs.append(node)
+        self.generic_visit(node)
+
+    visit_IfExp = visit_If
+
+    def visit_AugAssign(self, node):
+        self.scope_stmts.setdefault(self._owner(), []).append(node)
+        self.generic_visit(node)
 
     # Imports bind names for the rest of the file; function-local imports are common in
     # providers, so they are file-wide here too.
@@ -407,6 +409,8 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Attribute(self, node):
         base = node.value
+        if isinstance(base, ast.Name):
+            self.scope_stmts.setdefault(self._owner(), []).append(node)
         if isinstance(node.ctx, ast.Store):
             self.stored.add(node.attr)
             if self.cls is not None and isinstance(base, ast.Name) and base.id == "self":
@@ -417,6 +421,7 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Assign(self, node):
+        self.scope_stmts.setdefault(self._owner(), []).append(node)
         # self.X = name: remembered so a rule can tell which names a class keeps (pg_collection).
         if self.cls is not None and isinstance(node.value, ast.Name):
             for t in node.targets:
