@@ -7,14 +7,21 @@
 The code is parsed with ast, never imported or run (unless --build).  Findings carry a
 rule id, path, line, severity (error: breaks on the chosen release; warning: works but is
 deprecated, silently different or fragile; info), a message, a fix, the releases it applies
-to and the reference section that explains it.  Rules: constructor and spec-function
-keywords against the release's real signatures (unknown, removed, deprecated, required and
-missing, too many positional, a config setting passed positionally into a parameter of
-another name), imports that do not resolve, Transformer Engine names that are
-only a MagicMock without TE, literal sizes against the layout checker's rules, global
-parallel_state groups in module code, the GPTModel and MambaModel deprecations (with the
-HybridModel layer pattern a GPT config maps to), and layer-spec calls that disagree with
-their config.
+to and the reference section that explains it.  Rules: keywords, positional slots and
+required parameters of every megatron callable the release index has a signature for
+(constructors, spec functions, utilities; super().__init__ of a Megatron subclass against
+its base), including keys of a dict built in the same function or module and passed with
+** (unknown, removed, deprecated, required and missing, too many positional, a config
+setting passed positionally into a parameter of another name); module functions removed
+from the release and called as attributes (mpu.<removed>()); config field reads
+(config.x, self.config.x where the code shows the config is Megatron's) absent from the
+release; imports that do not resolve (info inside a try that catches ImportError);
+literal sizes against the layout checker's rules; the config's parallel sizes against
+initialize_model_parallel's in the same code; global parallel_state getters where a
+process-group collection is in scope (a parameter, or self.pg_collection of a Megatron
+subclass; elsewhere one info note per file); the GPTModel and MambaModel deprecations,
+also through subclassing (with the HybridModel layer pattern a GPT config maps to); and
+layer-spec calls that disagree with their config.
 
 The release: --megatron-version X.Y (0.12 to 0.19), else the installed megatron-core
 (importlib.metadata, never imported), else 0.19.2.  Signatures, names and messages come

@@ -218,6 +218,15 @@ def check_file(text, tc_fields, elsewhere):
     tree = ast.parse(text)
     scope, stmts = imports(tree)
     guarded = guarded_lines(tree)
+    # (line, name) under an if whose test names it as a string (getattr(config, "x", None),
+    # hasattr): the read happens only where the attribute exists
+    checked = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.If):
+            names = {c.value for c in ast.walk(n.test) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+            for stmt in n.body:
+                for ln in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1):
+                    checked.update((ln, x) for x in names)
     parents = {}
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
@@ -310,7 +319,8 @@ def check_file(text, tc_fields, elsewhere):
             base = node.value
             is_cfg = (isinstance(base, ast.Name) and base.id in CONFIG_NAMES) or \
                      (isinstance(base, ast.Attribute) and base.attr in CONFIG_NAMES)
-            if is_cfg and node.attr not in tc_fields and node.attr in elsewhere and node.attr not in assigned:
+            if is_cfg and node.attr not in tc_fields and node.attr in elsewhere and \
+                    node.attr not in assigned and (node.lineno, node.attr) not in checked:
                 out.append(dict(line=node.lineno, kind="config-field", name=node.attr, severity="error",
                                 detail="TransformerConfig has no such field here"))
     for b in out:

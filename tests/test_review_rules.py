@@ -287,3 +287,22 @@ def test_splat_keyword_unknown_and_changed_dict_unread(tmp_path):
         "    return TransformerConfig(**kw)\n")
     (f,) = run(path, "unknown-keyword")
     assert f["line"] == 4 and f["fix"] == "key 'num_query_groups'"
+
+
+def test_global_group_in_a_staticmethod_has_no_self(tmp_path):
+    """A staticmethod of a class that keeps self.pg_collection cannot reach it (info); a
+    function nested in a method is a closure over self (warning, self.pg_collection)."""
+    path = tmp_path / "p.py"
+    path.write_text(
+        "from megatron.core import parallel_state\n"
+        "from megatron.core.transformer.attention import SelfAttention\n\n\n"
+        "class A(SelfAttention):\n"
+        "    @staticmethod\n"
+        "    def helper(x):\n"
+        "        return parallel_state.get_tensor_model_parallel_rank()\n\n"
+        "    def forward(self, x):\n"
+        "        def inner(y):\n"
+        "            return parallel_state.get_tensor_model_parallel_rank()\n"
+        "        return inner(x)\n")
+    found = {(f["line"], f["severity"], f["fix"]) for f in run(path, "global-process-group")}
+    assert found == {(8, "info", ""), (12, "warning", "use self.pg_collection.tp.rank()")}

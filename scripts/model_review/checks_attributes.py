@@ -5,7 +5,7 @@ does (removed, renamed, or not yet added)."""
 
 from __future__ import annotations
 
-from . import releases, targets
+from . import releases, source, targets
 
 
 def _history(ctx, key, lookup):
@@ -90,8 +90,14 @@ def config_fields(ctx):
     own = set(ctx.source.stored_attrs)
     for cls in ctx.source.classes:
         own |= cls.fields
-    seen = set()
+    seen, known = set(), {}
     for read in ctx.source.attr_reads:
+        if read.func is None:
+            continue
+        if id(read.func) not in known:
+            known[id(read.func)] = _megatron_configs(ctx, read.func)
+        if read.base not in known[id(read.func)]:
+            continue  # not shown to be a Megatron config (an HF config has other fields)
         attr = read.attr
         if attr in fields or attr in own or attr.startswith("_") or (attr, read.line) in seen \
                 or (read.line, attr) in ctx.source.feature_checked:
@@ -108,3 +114,47 @@ def config_fields(ctx):
             f"AttributeError: 'TransformerConfig' object has no attribute '{attr}'",
             f"{read.base}.{succ}" if succ else f"getattr({read.base}, {attr!r}, None)",
             versions=f"has {attr}: {', '.join(had)}")
+
+
+def _megatron_base(ctx, cls, depth=0):
+    """Whether ``cls`` derives from a megatron class (through the file's own classes)."""
+    if cls is None or depth > 4:
+        return False
+    for base in cls.bases:
+        if base.startswith("megatron."):
+            return True
+        local = next((c for c in ctx.source.classes if c.name == base and c is not cls), None)
+        if local is not None and _megatron_base(ctx, local, depth + 1):
+            return True
+    return False
+
+
+def _megatron_configs(ctx, func):
+    """The names that hold a Megatron config in ``func``: a parameter annotated with a
+    TransformerConfig, a name passed as the ``config`` argument of a Megatron callable, the
+    ``config`` of a method of a Megatron subclass (and its self.config), or a config the
+    function builds.  Anything else named config may be another library's (HF) config."""
+    out = set()
+    for name, note in func.annotations.items():
+        if "TransformerConfig" in note or "ModelParallelConfig" in note:
+            out.add(name)
+    if _megatron_base(ctx, func.cls):
+        out |= {"self.config", "config"}
+    for call in ctx.source.calls:
+        if call.func is not func:
+            continue
+        obj_id = ctx.resolve_call(call)
+        if not obj_id:
+            continue
+        if obj_id in targets.CONFIGS:
+            out.add("config")
+        for kw, node in call.kwargs.items():
+            if kw in ("config", "transformer_config"):
+                out.add(source.dotted(node) or "")
+        sig = ctx.view.signature(obj_id) if ctx.view is not None else None
+        slots = [p["name"] for p in (sig or {}).get("params", [])
+                 if p["kind"] in ("positional_only", "positional_or_keyword")]
+        for slot, arg in zip(slots, call.node.args):
+            if slot in ("config", "transformer_config"):
+                out.add(source.dotted(arg) or "")
+    return out

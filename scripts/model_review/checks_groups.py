@@ -88,9 +88,21 @@ def collection_in_scope(ctx, call):
     if var:
         return var, f"{call.func.name}() receives {var}"
     var = _class_collection(ctx, call.cls)
-    if var and not _before_super_init(ctx, call):
+    if var and _sees_self(call.func) and not _before_super_init(ctx, call):
         return var, f"class {call.cls.name} keeps it as {var}"
     return None
+
+
+def _sees_self(func):
+    """Whether code in ``func`` can reach ``self``: a method, or a function nested in one
+    (a closure); not a staticmethod, not a class-level helper without ``self``."""
+    while func is not None:
+        if getattr(func, "static", False):
+            return False
+        if func.params and func.params[0] == "self":
+            return True
+        func = getattr(func, "outer", None)
+    return False
 
 
 def _before_super_init(ctx, call):

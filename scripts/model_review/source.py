@@ -369,6 +369,8 @@ class _Visitor(ast.NodeVisitor):
         notes = {p.arg: ast.unparse(p.annotation) for p in every if p.annotation is not None}
         fn = Function(node.name, params, node.lineno, self.cls, notes)
         fn.node = node
+        fn.outer = self.func  # the enclosing function (a closure sees its ``self``)
+        fn.static = any(dotted(d) == "staticmethod" for d in node.decorator_list)
         self.functions.append(fn)
         outer, self.func = self.func, fn
         self.generic_visit(node)
