@@ -127,6 +127,7 @@ KIND_RULES = {  # oracle kind -> reviewer rules that report it
     "signature": ("unknown-keyword", "removed-keyword", "missing-required", "too-many-positional"),
     "config-field": ("config-field",),
     "positional": ("positional-mismatch",),
+    "global-group": ("global-process-group",),
     "deprecated": ("deprecated-keyword", "gptmodel-deprecated", "mambamodel-deprecated",
                    "deprecated-subclass"),
 }

@@ -323,6 +323,7 @@ def check_file(text, tc_fields, elsewhere):
                     node.attr not in assigned and (node.lineno, node.attr) not in checked:
                 out.append(dict(line=node.lineno, kind="config-field", name=node.attr, severity="error",
                                 detail="TransformerConfig has no such field here"))
+    out += global_reads(tree, scope, parents)
     for b in out:
         b.setdefault("end", b["line"])
     seen, uniq = set(), []
@@ -334,13 +335,117 @@ def check_file(text, tc_fields, elsewhere):
     return uniq
 
 
+GETTER = re.compile(r"^get_(\w+?)_(group|rank|world_size)$")
+
+
+def _keeps_collection(cls):
+    """The real class takes pg_collection and some class of its MRO assigns
+    self.pg_collection in its source."""
+    try:
+        if "pg_collection" not in inspect.signature(cls).parameters:
+            return False
+    except (TypeError, ValueError):
+        return False
+    for klass in cls.__mro__:
+        try:
+            if "self.pg_collection = " in inspect.getsource(klass):
+                return True
+        except (OSError, TypeError):
+            continue
+    return False
+
+
+def global_reads(tree, scope, parents):
+    """parallel_state getters (get_*_group/rank/world_size with a ProcessGroupCollection
+    field for the group) called where ``self`` is a Megatron subclass that keeps
+    self.pg_collection: in its methods and their closures, not staticmethods, and not above
+    super().__init__ in __init__."""
+    if not MPU_FIELDS:
+        return []  # no ProcessGroupCollection in this release (0.13: ModelCommProcessGroups)
+    local = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    keeps = {}
+
+    def class_keeps(cdef, depth=0):
+        if cdef.name in keeps or depth > 4:
+            return keeps.get(cdef.name, False)
+        ok = False
+        for b in cdef.bases:
+            bt = dotted(b)
+            if bt in local and local[bt] is not cdef:
+                ok = ok or class_keeps(local[bt], depth + 1)
+                continue
+            got = resolve(scope, bt) if bt else None
+            if got and got[0] == "ok" and inspect.isclass(got[1]) and _keeps_collection(got[1]):
+                ok = True
+        keeps[cdef.name] = ok
+        return ok
+
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        text_ = dotted(node.func) or ""
+        name = text_.rpartition(".")[2]
+        m = GETTER.match(name)
+        if not m:
+            continue
+        got = resolve(scope, text_)
+        if not got or got[0] != "ok" or getattr(got[1], "__module__", "") != "megatron.core.parallel_state":
+            continue
+        group = name if m.group(2) == "group" else f"get_{m.group(1)}_group"
+        # the getters whose group a collection holds (ProcessGroupCollection's own map)
+        if group not in MPU_FIELDS:
+            continue
+        # walk out: functions up to the class
+        funcs, n, cdef = [], node, None
+        while n in parents:
+            n = parents[n]
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                funcs.append(n)
+            elif isinstance(n, ast.ClassDef):
+                cdef = n
+                break
+        if cdef is None or not funcs or not class_keeps(cdef):
+            continue
+        method = funcs[-1]
+        static = any(dotted(d) == "staticmethod" for d in method.decorator_list)
+        first = method.args.args[0].arg if method.args.args else None
+        if static or first != "self":
+            continue
+        if method.name == "__init__" and any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and
+                c.func.attr == "__init__" and isinstance(c.func.value, ast.Call) and
+                dotted(c.func.value.func) == "super" and c.lineno > node.lineno
+                for c in ast.walk(method)):
+            continue
+        out.append(dict(line=node.lineno, kind="global-group", name=text_, severity="warning",
+                        detail=f"self.pg_collection is in reach in {cdef.name}.{method.name}"))
+    return out
+
+
 def tc_attributes():
     from megatron.core.transformer.transformer_config import TransformerConfig
     import dataclasses
     return {f.name for f in dataclasses.fields(TransformerConfig)} | set(dir(TransformerConfig))
 
 
+def _mpu_fields():
+    """getter name -> collection field, read from ProcessGroupCollection.use_mpu_process_groups'
+    source (the release's own map), or {} where the release has none."""
+    try:
+        from megatron.core.process_groups_config import ProcessGroupCollection
+        src = inspect.getsource(ProcessGroupCollection.use_mpu_process_groups)
+    except Exception:  # noqa: BLE001
+        return {}
+    return dict((g, f) for f, g in re.findall(r"['\"](\w+)['\"]\s*:\s*(?:partial\(\s*)?"
+                                             r"(?:parallel_state|mpu)\.(get_\w+_group)", src))
+
+
+MPU_FIELDS = {}
+
+
 def main():
+    MPU_FIELDS.update(_mpu_fields())
     req = json.load(sys.stdin)
     if isinstance(req, dict) and req.get("fields_only"):
         print(json.dumps(sorted(tc_attributes())))
