@@ -128,6 +128,7 @@ KIND_RULES = {  # oracle kind -> reviewer rules that report it
     "config-field": ("config-field",),
     "positional": ("positional-mismatch",),
     "global-group": ("global-process-group",),
+    "deprecated-module": ("deprecated-module",),
     "deprecated": ("deprecated-keyword", "gptmodel-deprecated", "mambamodel-deprecated",
                    "deprecated-subclass"),
 }

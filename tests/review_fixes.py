@@ -98,7 +98,7 @@ def apply(text, f):
             return remove_keyword(text, f)
     if rule == "missing-required" and (m := re.fullmatch(r"(\w+)=\.\.\.", fix)):
         return add_keyword(text, f, m.group(1))
-    if rule == "unresolved-import" and fix.startswith(("from ", "import ")):
+    if rule in ("unresolved-import", "deprecated-module") and fix.startswith(("from ", "import ")):
         return replace_import(text, f, fix)
     if rule == "unresolved-import" and fix.startswith("remove the import"):
         return replace_import(text, f, "")

@@ -76,6 +76,25 @@ def load(module, name):
         return None, exc
 
 
+def module_deprecation(module):
+    """The text of a module-level call in the module's own source that says 'deprecat'
+    (warnings.warn at import time), or ''."""
+    mod = sys.modules.get(module)
+    if mod is None:
+        return ""
+    try:
+        tree = ast.parse(inspect.getsource(mod))
+    except (OSError, TypeError, SyntaxError):
+        return ""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            text = " ".join(c.value for a in stmt.value.args for c in ast.walk(a)
+                            if isinstance(c, ast.Constant) and isinstance(c.value, str))
+            if "deprecat" in text.lower():
+                return " ".join(text.split())
+    return ""
+
+
 def guarded_lines(tree):
     """Lines inside a ``try`` whose handlers catch ImportError (or everything): an import
     there is an optional one the code falls back from."""
@@ -218,6 +237,7 @@ def check_file(text, tc_fields, elsewhere):
     tree = ast.parse(text)
     scope, stmts = imports(tree)
     guarded = guarded_lines(tree)
+    warned = set()
     # (line, name) under an if whose test names it as a string (getattr(config, "x", None),
     # hasattr): the read happens only where the attribute exists
     checked = set()
@@ -238,6 +258,10 @@ def check_file(text, tc_fields, elsewhere):
         if line in guarded:
             continue
         obj, exc = load(module, name)
+        if (line, module) not in warned and module_deprecation(module):
+            warned.add((line, module))
+            out.append(dict(line=line, kind="deprecated-module", name=module, severity="warning",
+                            detail=module_deprecation(module)[:200]))
         if obj is None and not env_failure(exc):
             out.append(dict(line=line, kind="import", name=f"{module}:{name}", severity="error",
                             detail=f"{type(exc).__name__}: {exc}"[:200]))

@@ -42,7 +42,8 @@ PROOF = {"unknown-keyword": "signature", "removed-keyword": "signature",
          "missing-required": "signature", "too-many-positional": "signature",
          "unresolved-import": "import", "removed-attribute": "attribute",
          "config-field": "config-field", "deprecated-keyword": "deprecated",
-         "gptmodel-deprecated": "deprecated", "positional-mismatch": "positional"}
+         "gptmodel-deprecated": "deprecated", "positional-mismatch": "positional",
+         "deprecated-module": "deprecated-module"}
 
 
 def expectations(path):

@@ -21,7 +21,7 @@ DATA = REPO / "tests" / "data" / "review"
 
 # The release a rule's fixtures are reduced from, where it is not 0.19 (the fixture's comment
 # names the source and the release).
-FIXTURE_RELEASE = {"config-field": "0.13"}
+FIXTURE_RELEASE = {"config-field": "0.13", "deprecated-module": "0.16"}
 
 
 def run(path, rule_id, has_te=False, version="0.19", target_te=None):

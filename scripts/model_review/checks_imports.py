@@ -3,6 +3,8 @@ placeholder where Transformer Engine is not installed."""
 
 from __future__ import annotations
 
+import re
+
 from . import releases
 
 # Names whose objects are Transformer Engine classes, or specs made of them, with what fails
@@ -151,3 +153,40 @@ def _te_failure(ctx, target):
     if failure is None:
         return None
     return _fails(failure, "calling it" if failure is SPEC_FAILS else "building a model from it")
+
+
+def _module_file(module):
+    return module.replace(".", "/")
+
+
+def deprecated_modules(ctx):
+    """An import of a module whose own file warns at import time that it is deprecated (a
+    module-level warnings.warn or log naming 'deprecat', from the release index's messages):
+    custom_layers.transformer_engine through 0.16.1."""
+    notes = {}
+    for m in ctx.view.messages():
+        if m.get("kind") in ("warn", "log") and "deprecat" in m.get("text", "").lower() and \
+                m.get("function") in (None, "", "<module>"):
+            notes[m["file"]] = m
+    if not notes:
+        return
+    seen = set()
+    for imp in ctx.source.imports:
+        if not imp.module.startswith("megatron.") or (imp.line, imp.module) in seen:
+            continue
+        seen.add((imp.line, imp.module))
+        base = _module_file(imp.module)
+        hit = notes.get(base + ".py") or notes.get(base + "/__init__.py")
+        if hit is None:
+            continue
+        text = " ".join(hit["text"].split())
+        succ = re.search(r"[Uu]se '?(megatron[\w.]+)'? instead", text)
+        names = ", ".join(i.name + (f" as {i.local}" if i.local != i.name else "")
+                          for i in ctx.source.imports
+                          if i.line == imp.line and i.module == imp.module and i.name)
+        fix = (f"from {succ.group(1)} import {names}" if succ and names else
+               f"import {succ.group(1)}" if succ else "see the message for the replacement")
+        yield ctx.finding(
+            imp.line,
+            f"module {imp.module} warns when imported in {ctx.version}: {hit['file']}:"
+            f"{hit['line']} says \"{text}\"", fix)

@@ -50,6 +50,9 @@ RULES = (
          checks_attributes.config_fields),
     Rule("unresolved-import", "error", ALL, f"{API}#hybridmodel",
          checks_imports.unresolved_imports),
+    Rule("deprecated-module", "warning", "0.12-0.16 (custom_layers.transformer_engine; "
+         "every module whose file warns at import)", f"{API}#version-notes-016-to-main",
+         checks_imports.deprecated_modules),
     Rule("te-placeholder", "warning", "0.13-0.19 (te is a MagicMock without TE from 0.13.1 "
          "on; the failures are reproduced on 0.19.2)",
          f"{API}#hybridmodel", checks_imports.te_placeholders),
