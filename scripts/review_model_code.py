@@ -15,7 +15,8 @@ its base), including keys of a dict built in the same function or module and pas
 setting passed positionally into a parameter of another name); module functions removed
 from the release and called as attributes (mpu.<removed>()); config field reads
 (config.x, self.config.x where the code shows the config is Megatron's) absent from the
-release; imports that do not resolve (info inside a try that catches ImportError);
+release; imports that do not resolve (info inside a try that catches ImportError), and
+imports of modules that warn at import time that they are deprecated;
 literal sizes against the layout checker's rules; the config's parallel sizes against
 initialize_model_parallel's in the same code; global parallel_state getters where a
 process-group collection is in scope (a parameter, or self.pg_collection of a Megatron
