@@ -7,14 +7,22 @@
 The code is parsed with ast, never imported or run (unless --build).  Findings carry a
 rule id, path, line, severity (error: breaks on the chosen release; warning: works but is
 deprecated, silently different or fragile; info), a message, a fix, the releases it applies
-to and the reference section that explains it.  Rules: constructor and spec-function
-keywords against the release's real signatures (unknown, removed, deprecated, required and
-missing, too many positional, a config setting passed positionally into a parameter of
-another name), imports that do not resolve, Transformer Engine names that are
-only a MagicMock without TE, literal sizes against the layout checker's rules, global
-parallel_state groups in module code, the GPTModel and MambaModel deprecations (with the
-HybridModel layer pattern a GPT config maps to), and layer-spec calls that disagree with
-their config.
+to and the reference section that explains it.  Rules: keywords, positional slots and
+required parameters of every megatron callable the release index has a signature for
+(constructors, spec functions, utilities; super().__init__ of a Megatron subclass against
+its base), including keys of a dict built in the same function or module and passed with
+** (unknown, removed, deprecated, required and missing, too many positional, a config
+setting passed positionally into a parameter of another name); module functions removed
+from the release and called as attributes (mpu.<removed>()); config field reads
+(config.x, self.config.x where the code shows the config is Megatron's) absent from the
+release; imports that do not resolve (info inside a try that catches ImportError), and
+imports of modules that warn at import time that they are deprecated;
+literal sizes against the layout checker's rules; the config's parallel sizes against
+initialize_model_parallel's in the same code; global parallel_state getters where a
+process-group collection is in scope (a parameter, or self.pg_collection of a Megatron
+subclass; elsewhere one info note per file); the GPTModel and MambaModel deprecations,
+also through subclassing (with the HybridModel layer pattern a GPT config maps to); and
+layer-spec calls that disagree with their config.
 
 The release: --megatron-version X.Y (0.12 to 0.19), else the installed megatron-core
 (importlib.metadata, never imported), else 0.19.2.  Signatures, names and messages come
@@ -29,14 +37,21 @@ default: same modules and weights means no effect), or the exception matched aga
 troubleshooting catalogue.  MODULE is imported with the
 current directory and the directories of the given paths on sys.path.
 
+Facts about this machine (Transformer Engine not installed) are one "environment" note per
+run, apart from the findings about the code, unless --target-te declares the target.
+Imports inside a try that catches ImportError are info (the code falls back).
+
 Exit codes: 0 no error finding (and a successful build), 1 an error finding or a failed
-build, 2 bad input (unreadable path, a file that does not parse, a bad flag; one line).
+build, 2 bad input (unreadable path, a file that does not parse, a bad flag, --timeout not a
+finite number > 0, nothing to review: a directory without .py files or only empty files;
+one line).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -47,6 +62,16 @@ from model_review.review import BadInput, review_paths  # noqa: E402
 
 PROG = "review_model_code.py"
 MAX_TEXT_FINDINGS = 200
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    return value
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,8 +89,13 @@ def build_parser():
                    help="release to check against (0.12 to 0.19; default: installed, else 0.19.2)")
     p.add_argument("--build", metavar="MODULE:FUNCTION",
                    help="also build the model by calling this provider in a child process")
-    p.add_argument("--timeout", type=float, default=300.0, metavar="S",
-                   help="--build time limit in seconds (default 300)")
+    p.add_argument("--timeout", type=_seconds, default=300.0, metavar="S",
+                   help="--build time limit in seconds (default 300; a finite number > 0)")
+    p.add_argument("--target-te", choices=("installed", "absent"),
+                   help="declare whether the machine the code runs on has Transformer Engine: "
+                        "'absent' gives one te-placeholder warning per TE-only import, "
+                        "'installed' none; undeclared, this machine's state is one "
+                        "environment note per run")
     p.add_argument("--json", action="store_true",
                    help=f"print one JSON object (schema_version {SCHEMA_VERSION})")
     return p
@@ -102,6 +132,9 @@ def render_text(out):
                 lines.append(f"    catalogue: {top.get('id')} {top.get('title')} (fix: {top.get('fix')})")
             elif b.get("match_reason"):
                 lines.append(f"    catalogue: not matched ({b['match_reason']})")
+    for note in out.get("environment", []):
+        lines.append(f"environment: {note['message']}")
+        lines.append(f"    fix: {note['fix']}")
     s = out["summary"]
     lines.append(f"{s['errors']} error(s), {s['warnings']} warning(s), {s['infos']} info")
     return "\n".join(lines)
@@ -112,7 +145,8 @@ def main(argv=None):
         args = build_parser().parse_args(argv)
         if not args.paths and not args.build:
             raise BadInput("give at least one PATH (or '-' for standard input), or --build")
-        out = review_paths(args.paths, args.megatron_version)
+        target_te = {"installed": True, "absent": False}.get(args.target_te)
+        out = review_paths(args.paths, args.megatron_version, target_te=target_te)
         if args.build:
             from model_review.build import run_build
             dirs = [os.getcwd()] + sorted({os.path.dirname(os.path.abspath(p))

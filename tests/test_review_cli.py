@@ -27,7 +27,9 @@ def test_json_keys_and_exit_1_on_error():
     r = cli(DATA / "layout.bad.py", "--json")
     assert r.returncode == 1, r.stderr
     out = json.loads(r.stdout)
-    assert set(out) == {"schema_version", "megatron_version", "findings", "summary"}
+    assert {"schema_version", "megatron_version", "findings", "summary"} <= set(out)
+    assert set(out) - {"schema_version", "megatron_version", "findings", "summary"} <= \
+        {"environment"}
     assert set(out["megatron_version"]) == {"version", "source"}
     f = out["findings"][0]
     assert set(f) == {"rule", "path", "line", "severity", "message", "fix", "versions", "reference"}
@@ -47,6 +49,13 @@ def test_exit_0_and_version_flag():
     (("-", "--megatron-version", "0.9"), "x = 1\n", "is not indexed; supported: 0.12"),
     (("--bogus",), None, "unrecognized arguments"),
     ((), None, "give at least one PATH"),
+    # issue 22: a bad --timeout and nothing to review are bad input, not a pass
+    (("-", "--timeout", "-5"), "x = 1\n", "expected a finite number of seconds > 0"),
+    (("-", "--timeout", "inf"), "x = 1\n", "expected a finite number of seconds > 0"),
+    (("-", "--timeout", "nan"), "x = 1\n", "expected a finite number of seconds > 0"),
+    (("-", "--timeout", "soon"), "x = 1\n", "expected seconds"),
+    (("-",), "", "nothing to review: every given file is empty"),
+    (("-",), "\n  \n", "nothing to review: every given file is empty"),
 ])
 def test_bad_input_one_line_exit_2(args, stdin, words):
     r = cli(*args, stdin=stdin)
@@ -114,3 +123,32 @@ def test_unreadable_index_is_one_line():
         review_paths([str(DATA / "layout.ok.py")], index=broken)
     assert str(exc.value) == ("the release index cannot be read: release index file missing: "
                               "0.19.2.json.gz")
+
+
+def test_empty_directory_is_bad_input(tmp_path):
+    (tmp_path / "notes.txt").write_text("no python here")
+    r = cli(tmp_path)
+    assert r.returncode == 2 and "no .py files under this directory" in r.stderr
+    assert "0 error(s)" not in r.stdout
+
+
+def test_te_is_one_environment_note(tmp_path):
+    """Without Transformer Engine here and no --target-te, TE-only imports are one note per
+    run (JSON "environment"), not one finding per import; --target-te absent gives the
+    per-import warnings, installed none."""
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    for p in (a, b):
+        p.write_text("from megatron.core.extensions.transformer_engine import TENorm\n"
+                     "from megatron.core.extensions.transformer_engine import TEDotProductAttention\n")
+    r = cli(a, b, "--json", "--megatron-version", "0.19")
+    out = json.loads(r.stdout)
+    assert out["summary"]["by_rule"].get("te-placeholder") is None
+    if out["environment"]:  # TE absent on this machine
+        (note,) = out["environment"]
+        assert note["fact"] == "transformer-engine-not-installed" and len(note["where"]) == 4
+    absent = json.loads(cli(a, "--json", "--megatron-version", "0.19", "--target-te",
+                            "absent").stdout)
+    assert absent["summary"]["by_rule"]["te-placeholder"] == 2 and absent["environment"] == []
+    installed = json.loads(cli(a, "--json", "--megatron-version", "0.19", "--target-te",
+                               "installed").stdout)
+    assert "te-placeholder" not in installed["summary"]["by_rule"]

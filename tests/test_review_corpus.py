@@ -83,6 +83,20 @@ def _confirm(f):
         except TypeError as exc:
             return f"unexpected keyword argument '{kw}'" in str(exc)
         return False
+    if f.rule == "removed-attribute":
+        module, name = re.search(r"module '([\w.]+)' has no attribute '(\w+)'", f.message).groups()
+        return not hasattr(importlib.import_module(module), name)
+    if f.rule == "config-field":
+        import dataclasses
+        from megatron.core.transformer.transformer_config import TransformerConfig
+        field = re.search(r"has no field '(\w+)'", f.message).group(1)
+        return field not in {x.name for x in dataclasses.fields(TransformerConfig)}
+    if f.rule == "missing-required":
+        import inspect
+        name, param = re.search(r"^(\w+)\(\) requires '(\w+)'", f.message).groups()
+        obj = importlib.import_module(re.search(r"\((megatron[\w.]+):", f.message).group(1))
+        p = inspect.signature(getattr(obj, name)).parameters[param]
+        return p.default is inspect.Parameter.empty
     return False
 
 

@@ -11,7 +11,9 @@ Standard library only; the reviewed code is parsed with ``ast``, never imported 
 JSON schema (``SCHEMA_VERSION``): ``schema_version``, ``megatron_version``
 (``{"version", "source"}``), ``findings`` (``rule``, ``path``, ``line``, ``severity``,
 ``message``, ``fix``, ``versions``, ``reference``), ``summary`` (``files``, ``errors``,
-``warnings``, ``infos``, ``by_rule``), and ``build`` with ``--build``.
+``warnings``, ``infos``, ``by_rule``), ``environment`` (facts about this machine, once per
+run: ``fact``, ``message``, ``fix``, ``where``; empty when --target-te declares the target),
+and ``build`` with ``--build``.
 """
 
 SCHEMA_VERSION = 1

@@ -3,6 +3,8 @@ placeholder where Transformer Engine is not installed."""
 
 from __future__ import annotations
 
+import re
+
 from . import releases
 
 # Names whose objects are Transformer Engine classes, or specs made of them, with what fails
@@ -27,7 +29,25 @@ LOCAL_FIX = ("use the local spec (get_gpt_layer_local_spec) on machines without 
              "Engine, or install Transformer Engine")
 
 
+def te_uses(ctx):
+    """Lines that use a TE-only name (what te_placeholders would report), for the note."""
+    if releases.vkey(ctx.version) < releases.vkey(MAGICMOCK_SINCE):
+        return []
+    return [imp.line for imp in ctx.source.imports
+            if _te_failure(ctx, imp.origin if imp.name else imp.module)]
+
+
 def unresolved_imports(ctx):
+    for f in _unresolved(ctx):
+        if f.line in ctx.source.guarded_lines and f.severity == "error":
+            # inside try/except ImportError: the code falls back; a fact, not a break
+            f.severity = "info"
+            f.message += " (the import is inside a try that catches ImportError: the code " \
+                         "falls back)"
+        yield f
+
+
+def _unresolved(ctx):
     view = ctx.view
     for imp in ctx.source.imports:
         if not imp.module.startswith("megatron.") or not view.covers(imp.module):
@@ -84,7 +104,7 @@ def _is_package_of_known(view, module):
 def _where(view, name, imp=None):
     defs = view.find_definitions(name)
     if not defs:
-        return f"{name} is not defined anywhere in this release"
+        return f"remove the import of {name}: no module of this release defines it"
     module, _, obj = defs[0].partition(":")
     alias = f" as {imp.local}" if imp is not None and imp.local != name else ""
     return f"from {module} import {obj}{alias}"
@@ -94,7 +114,11 @@ MAGICMOCK_SINCE = "0.13.1"  # first indexed release whose TE module falls back t
 
 
 def te_placeholders(ctx):
-    if ctx.has_te or releases.vkey(ctx.version) < releases.vkey(MAGICMOCK_SINCE):
+    """Per import, only where the user declared that the target has no Transformer Engine
+    (--target-te absent): otherwise it is a fact about this machine, reported once per run
+    by review.environment(), not about the code."""
+    if ctx.has_te or ctx.target_te is None or \
+            releases.vkey(ctx.version) < releases.vkey(MAGICMOCK_SINCE):
         return
     seen = set()
     for imp in ctx.source.imports:
@@ -129,3 +153,40 @@ def _te_failure(ctx, target):
     if failure is None:
         return None
     return _fails(failure, "calling it" if failure is SPEC_FAILS else "building a model from it")
+
+
+def _module_file(module):
+    return module.replace(".", "/")
+
+
+def deprecated_modules(ctx):
+    """An import of a module whose own file warns at import time that it is deprecated (a
+    module-level warnings.warn or log naming 'deprecat', from the release index's messages):
+    custom_layers.transformer_engine through 0.16.1."""
+    notes = {}
+    for m in ctx.view.messages():
+        if m.get("kind") in ("warn", "log") and "deprecat" in m.get("text", "").lower() and \
+                m.get("function") in (None, "", "<module>"):
+            notes[m["file"]] = m
+    if not notes:
+        return
+    seen = set()
+    for imp in ctx.source.imports:
+        if not imp.module.startswith("megatron.") or (imp.line, imp.module) in seen:
+            continue
+        seen.add((imp.line, imp.module))
+        base = _module_file(imp.module)
+        hit = notes.get(base + ".py") or notes.get(base + "/__init__.py")
+        if hit is None:
+            continue
+        text = " ".join(hit["text"].split())
+        succ = re.search(r"[Uu]se '?(megatron[\w.]+)'? instead", text)
+        names = ", ".join(i.name + (f" as {i.local}" if i.local != i.name else "")
+                          for i in ctx.source.imports
+                          if i.line == imp.line and i.module == imp.module and i.name)
+        fix = (f"from {succ.group(1)} import {names}" if succ and names else
+               f"import {succ.group(1)}" if succ else "see the message for the replacement")
+        yield ctx.finding(
+            imp.line,
+            f"module {imp.module} warns when imported in {ctx.version}: {hit['file']}:"
+            f"{hit['line']} says \"{text}\"", fix)

@@ -4,6 +4,7 @@ maps to), and the MambaModel deprecation."""
 from __future__ import annotations
 
 from . import releases, targets
+from .source import _canonical
 
 # First release whose constructor logs the deprecation; tests/test_review_rules.py checks
 # each against the released sources (message present there, absent one release before).
@@ -54,10 +55,11 @@ def gptmodel_deprecated(ctx):
     if not _since(ctx, GPT_DEPRECATED_SINCE):
         return
     configs = _config_calls(ctx)
+    yield from _subclasses(ctx, targets.GPT, GPT_DEPRECATED_SINCE, GPT_MESSAGE)
     for call in ctx.source.calls:
         obj_id = ctx.resolve_call(call)
         if obj_id is None or targets.short(obj_id) != "GPTModel" or \
-                not obj_id.startswith("megatron.core.models.gpt"):
+                not obj_id.startswith("megatron.core.models.gpt") or call.via_super:
             continue
         same = [c for c in configs if c[0].func is call.func] or configs
         pattern = None
@@ -80,13 +82,35 @@ def gptmodel_deprecated(ctx):
 def mambamodel_deprecated(ctx):
     if not _since(ctx, MAMBA_DEPRECATED_SINCE):
         return
+    yield from _subclasses(ctx, targets.MAMBA, MAMBA_DEPRECATED_SINCE, MAMBA_MESSAGE)
     for call in ctx.source.calls:
         obj_id = ctx.resolve_call(call)
-        if obj_id is None or targets.short(obj_id) != "MambaModel":
+        if obj_id is None or targets.short(obj_id) != "MambaModel" or call.via_super:
             continue
         fix = "HybridModel(..., hybrid_stack_spec=...) from megatron.core.models.hybrid.hybrid_model"
-        if "mamba_stack_spec" in call.kwargs:
+        if "mamba_stack_spec" in call.all_kwargs():
             fix += " (mamba_stack_spec= becomes hybrid_stack_spec=)"
         yield ctx.finding(call.line, f"MambaModel is deprecated from {MAMBA_DEPRECATED_SINCE} "
                           f"on: it logs \"{MAMBA_MESSAGE}\"", fix,
                           versions=f"{MAMBA_DEPRECATED_SINCE} and later")
+
+
+def _subclasses(ctx, base_id, since, message):
+    """``class MyModel(GPTModel)``: its super().__init__ runs the base constructor, which
+    logs the deprecation for every instance."""
+    for cls in ctx.source.classes:
+        for base in cls.bases:
+            if not base.startswith("megatron."):
+                continue
+            resolved = ctx.view.resolve(_canonical(base)) if ctx.view is not None else None
+            if resolved != base_id:
+                continue
+            name = targets.short(base_id)
+            yield ctx.finding(
+                cls.line,
+                f"class {cls.name} subclasses {name}, deprecated from {since} on: "
+                f"super().__init__ runs {name}.__init__, which logs \"{message}"
+                f"{' ...' if message.endswith('.') and name == 'GPTModel' else ''}\" for "
+                f"every instance",
+                "subclass HybridModel (megatron.core.models.hybrid.hybrid_model) instead",
+                versions=f"{since} and later")

@@ -69,7 +69,8 @@ def spec_config_mismatch(ctx):
         return
     for call in ctx.source.calls:
         spec_id = ctx.resolve_call(call)
-        if spec_id not in PROVEN or call.has_star_args or call.has_star_kwargs:
+        if spec_id not in PROVEN or call.has_star_args or \
+                (call.has_star_kwargs and not call.splat_known):
             continue
         same = [c for c in configs if c[0].func is call.func]
         if not same and len(configs) == 1:
@@ -81,21 +82,24 @@ def spec_config_mismatch(ctx):
         order = [p["name"] for p in sig["params"] if p["kind"] in
                  ("positional_only", "positional_or_keyword")]
         given = dict(zip(order, call.node.args))
-        given.update(call.kwargs)
+        given.update(call.all_values())
+        config_values = config_call.all_values()
+        if config_call.has_star_kwargs and not config_call.splat_known:
+            continue
         for param, field, spec_default, config_default in pairs(ctx.view, spec_id, config_id):
             if param in given:
                 spec_value = _literal(given[param])
                 how = f"passes {param}={spec_value!r}"
             else:
                 spec_value, how = spec_default, f"leaves {param} at its default {spec_default!r}"
-            if field in config_call.kwargs:
-                config_value = _literal(config_call.kwargs[field])
+            if field in config_values:
+                config_value = _literal(config_values[field])
                 chow = f"sets {field}={config_value!r}"
             else:
                 config_value, chow = config_default, f"leaves {field} at {config_default!r}"
             if SENTINEL in (spec_value, config_value) or spec_value == config_value:
                 continue
-            if field not in config_call.kwargs and param not in given:
+            if field not in config_values and param not in given:
                 continue
             yield ctx.finding(
                 call.line,

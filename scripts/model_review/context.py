@@ -32,12 +32,19 @@ def te_installed():
 class Ctx:
     """One file under review, the chosen release and its index view (None without an index)."""
 
-    def __init__(self, source, version, view=None, index=None, has_te=None):
+    def __init__(self, source, version, view=None, index=None, has_te=None, target_te=None):
         self.source = source
         self.version = version
         self.view = view
         self.index = index
-        self.has_te = te_installed() if has_te is None else has_te
+        # target_te: what the user declared about the machine the code runs on (True: TE
+        # installed, False: absent, None: not declared).  A declaration wins over this
+        # machine; has_te (tests) stands for this machine.
+        self.target_te = target_te
+        if target_te is not None:
+            self.has_te = target_te
+        else:
+            self.has_te = te_installed() if has_te is None else has_te
         self.rule = None  # set by the runner before each check
 
     def finding(self, line, message, fix="", versions=None, severity=None, rule_id=None,

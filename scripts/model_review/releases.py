@@ -89,7 +89,10 @@ class View:
 
 
 def nearest(name, candidates):
-    hits = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    """The candidate spelled almost like ``name`` (a typo or a small rename: num_query_group
+    -> num_query_groups), else None; 0.8 keeps unrelated names with a shared word
+    (extra_args_provider / model_provider: 0.61) out."""
+    hits = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.8)
     return hits[0] if hits else None
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from . import checks_imports, checks_layout, checks_models, checks_pairs, checks_signatures
-from . import checks_groups
+from . import checks_attributes, checks_groups, checks_parallel
 
 API = "references/api-reference.md"
 PAR = "references/parallelism-reference.md"
@@ -43,8 +43,16 @@ RULES = (
     Rule("positional-mismatch", "warning", ALL,
          f"{API}#specs-modulespec-build_module-layer-and-block-specs",
          checks_signatures.positional_mismatch),
+    Rule("removed-attribute", "error", ALL, f"{API}#parallel-state-and-process-groups",
+         checks_attributes.removed_attributes),
+    Rule("config-field", "error", ALL,
+         f"{API}#configuration-modelparallelconfig-and-transformerconfig",
+         checks_attributes.config_fields),
     Rule("unresolved-import", "error", ALL, f"{API}#hybridmodel",
          checks_imports.unresolved_imports),
+    Rule("deprecated-module", "warning", "0.12-0.16 (custom_layers.transformer_engine; "
+         "every module whose file warns at import)", f"{API}#version-notes-016-to-main",
+         checks_imports.deprecated_modules),
     Rule("te-placeholder", "warning", "0.13-0.19 (te is a MagicMock without TE from 0.13.1 "
          "on; the failures are reproduced on 0.19.2)",
          f"{API}#hybridmodel", checks_imports.te_placeholders),
@@ -56,6 +64,8 @@ RULES = (
          checks_models.gptmodel_deprecated),
     Rule("mambamodel-deprecated", "warning", "0.18-0.19", f"{API}#mambamodel",
          checks_models.mambamodel_deprecated),
+    Rule("parallel-size-mismatch", "warning", ALL, f"{PAR}#rule-table",
+         checks_parallel.parallel_size_mismatch),
     Rule("spec-config-mismatch", "error", "pairs derived from each release's index; built "
          "both ways on 0.19.2",
          f"{API}#specs-modulespec-build_module-layer-and-block-specs",

@@ -1,9 +1,10 @@
-import torch
-from megatron.core import parallel_state
+# Reduced from modelscope/ms-swift@b6af05674945e6fae3cca8fc02698bbd97cef6d9:swift/megatron/model/modules/gated_self_attention.py:36
+# (a SelfAttention subclass reads the global TP rank; SelfAttention keeps self.pg_collection, 0.16.1 on).
+from megatron.core.parallel_state import get_tensor_model_parallel_rank
+from megatron.core.transformer.attention import SelfAttention
 
 
-class Head(torch.nn.Module):
-    def __init__(self, hidden):
-        super().__init__()
-        self.tp = parallel_state.get_tensor_model_parallel_world_size()
-        self.proj = torch.nn.Linear(hidden, hidden // self.tp)
+class GatedSelfAttention(SelfAttention):
+    def forward(self, hidden_states):
+        rank = get_tensor_model_parallel_rank()
+        return hidden_states, rank

@@ -1,14 +1,15 @@
-import torch
-from megatron.core import parallel_state
+# The fix applied to global-process-group.bad.py; a module-level helper with no collection in
+# scope (reduced from volcengine/verl@b178a3cd56f58b2d502255daba591e92833930a7:verl/utils/megatron_utils.py:60)
+# gets one info note, never a warning.
+from megatron.core import mpu
+from megatron.core.transformer.attention import SelfAttention
 
 
-class Head(torch.nn.Module):
-    def __init__(self, hidden, pg_collection):
-        super().__init__()
-        self.tp = pg_collection.tp.size()
-        self.proj = torch.nn.Linear(hidden, hidden // self.tp)
+class GatedSelfAttention(SelfAttention):
+    def forward(self, hidden_states):
+        rank = self.pg_collection.tp.rank()
+        return hidden_states, rank
 
 
-def setup():
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1)
-    return parallel_state.get_tensor_model_parallel_world_size()
+def uses_vpp():
+    return mpu.get_pipeline_model_parallel_world_size() > 1
