@@ -16,10 +16,6 @@ import cli_cases
 
 # Known failures, owned elsewhere (issue 22 item 5): (script, case) -> owner and what is wrong.
 OWNED = {
-    ("review_model_code.py", "huge"): "i20 (reviewer): --timeout 1e20 is accepted",
-    ("review_model_code.py", "nan"): "i20 (reviewer): --timeout nan is accepted",
-    ("review_model_code.py", "inf"): "i20 (reviewer): --timeout inf is accepted",
-    ("review_model_code.py", "negative"): "i20 (reviewer): --timeout -5 is accepted",
 }
 # Flags of an owned script whose huge value is already refused (no mark: they pass today).
 ALREADY_BOUNDED = {("check_parallel_layout.py", "--world-size")}
@@ -93,7 +89,6 @@ def test_api_history_takes_a_name_after_double_dash(argv):
     assert "GPTModel" in proc.stdout or "--use-custom-fsdp" in proc.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="i20 (reviewer): an empty file or directory exits 0 with '0 error(s)'")
 @pytest.mark.parametrize("kind", ["empty-file", "empty-dir"])
 def test_reviewer_refuses_input_with_nothing_to_review(kind, tmp_path):
     target = tmp_path / "x.py" if kind == "empty-file" else tmp_path / "d"
