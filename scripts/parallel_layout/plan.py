@@ -1,12 +1,11 @@
-"""``--plan``: enumerate every valid layout for a model and a world size.
+"""``--plan``: enumerate every valid layout for a model and a world size, fastest first.
 
-Candidates are the (TP, PP, CP, EP, ETP, VPP) whose product fits the world;
-cheap divisibility filters prune them before the full rule table runs.
-Ranking (best first): fits in GPU memory, then estimated step-time overhead
-= pipeline bubble fraction + communication time share, with TP kept inside
-a node.  The cost model is a heuristic for ordering candidates (see
-references/parallelism-reference.md#communication-volume-per-step), not a
-performance prediction.
+Candidates are the (TP, PP, CP, EP, ETP) whose product fits the world, and, where the flags leave
+them free, the micro-batch size (1, 2, 4, 8 dividing the global batch per DP rank) and the virtual
+pipeline size (divisors of the layers per stage, up to 8, with the interleaved schedule's
+microbatch rule).  Cheap divisibility filters prune them before the full rule table runs.  Ranking
+(best first): fits in GPU memory, then predicted tokens/s/GPU of ``parallel_layout.performance``
+on ``--gpu`` (H100 when not given).  ``score`` is the ranking key: predicted GPU-seconds per token.
 """
 
 from __future__ import annotations
@@ -14,17 +13,18 @@ from __future__ import annotations
 import copy
 
 from . import derive as D
+from . import gpus as G
 from . import memory as M
+from . import performance as PERF
 from .rules import RULES, check, divisors, version_tuple
 
-# Link bandwidths (bytes/s) for the ordering heuristic only.
-INTRA_NODE_BW = 450e9  # NVLink 4 per direction, H100 SXM
-INTER_NODE_BW = 50e9  # 400 Gb/s InfiniBand per GPU
-PEAK_FLOPS = 989e12  # H100 SXM dense bf16
 DEFAULT_GPU_MEMORY_GIB = 80
-# Share of the DP gradient/parameter traffic left exposed: Megatron overlaps
-# it with the backward pass (--overlap-grad-reduce / --overlap-param-gather).
-DP_EXPOSED = 0.2
+DEFAULT_GPU = "h100"  # the GPU --plan predicts for without --gpu
+MBS_OPTIONS = (1, 2, 4, 8)
+MAX_VPP = 8
+# The rules a micro-batch or virtual-pipeline variant of a valid candidate can newly break.
+VARIANT_RULE_IDS = frozenset({"global-batch-divisible", "vpp-layers-at-build",
+                              "interleaved-needs-pp", "interleaved-microbatch-group"})
 
 # Rules that read the sizes the planner varies run for every candidate; the
 # other error rules cannot change between candidates and run once.
@@ -37,6 +37,7 @@ SIZE_RULES = frozenset({
 })
 PLAN_RULES = tuple(r for r in RULES if r.kind == "error" and r.id in SIZE_RULES)
 FIXED_RULES = tuple(r for r in RULES if r.kind == "error" and r.id not in SIZE_RULES)
+VARIANT_RULES = tuple(r for r in RULES if r.kind == "error" and r.id in VARIANT_RULE_IDS)
 
 
 def _prune(layout, tp, pp, cp, ep, etp):
@@ -116,16 +117,6 @@ def _variant(layout, tp, pp, cp, ep, etp):
     return variant
 
 
-def cp_penalty(layout, cp):
-    """CP is for long sequences: below 4096 tokens per CP rank, attention
-    kernels run short and the ring exchange is poorly hidden, so each halving
-    costs 5% in the ranking (heuristic)."""
-    if cp == 1 or not layout.seq_length:
-        return 0.0
-    local = layout.seq_length // cp
-    return 0.05 * max(0, (4096 // max(local, 1)).bit_length() - 1) + 0.01 * (cp - 1) / cp
-
-
 def bubble_fraction(pp, m, vpp=None):
     """1F1B: (p-1)/(m+p-1) of the step; interleaved: (p-1)/(v*m+p-1)
     (Narayanan et al. 2021, section 2.2)."""
@@ -136,94 +127,107 @@ def bubble_fraction(pp, m, vpp=None):
     return (pp - 1) / (v * m + pp - 1)
 
 
-def comm_seconds(layout, tp, pp, cp, ep, dp, first_stage_params=None):
-    """Per-GPU communication time per step (heuristic; formulas in the reference)."""
-    L = layout
-    if None in (L.hidden_size, L.num_layers, L.seq_length):
-        return 0.0
-    b = L.micro_batch_size or 1
-    m = D.num_microbatches(L) or 1
-    s, h, layers = L.seq_length // cp, L.hidden_size, L.num_layers
-    act = 2 * s * b * h  # bf16 bytes of one [s/cp, b, h] activation
-    node = L.gpus_per_node
-
-    def bw(group):
-        return INTRA_NODE_BW if group <= node and node % group == 0 else INTER_NODE_BW
-
-    t = 0.0
-    if tp > 1:  # 4 all-reduce-equivalents per layer per microbatch (fwd+bwd)
-        t += 4 * 2 * (tp - 1) / tp * act * (layers / pp) * m / bw(tp)
-    if cp > 1:  # ring exchange of K and V per layer, fwd + bwd
-        t += 2 * 2 * (cp - 1) * act / tp * (layers / pp) * m / bw(tp * cp)
-    if pp > 1:  # send activation forward, gradient backward
-        t += 2 * act / (tp if tp > 1 else 1) * m / INTER_NODE_BW
-    if ep > 1 and D.num_experts(L):  # 2 all-to-all fwd + 2 bwd
-        t += 4 * (ep - 1) / ep * act * L.moe_router_topk / tp * (layers / pp) * m / bw(ep * tp)
-    params = first_stage_params or (M.stage_params(L) or [[0, 0, 0]])[0]
-    if dp > 1:  # gradient reduce-scatter + param all-gather (or all-reduce)
-        grad_bytes = 4 * (params[0] / tp + params[1])
-        t += DP_EXPOSED * 2 * (dp - 1) / dp * grad_bytes / bw(tp * cp * dp)
-    return t
-
-
-def compute_seconds(layout, tp, pp, cp, ep):
-    L = layout
-    if None in (L.hidden_size, L.num_layers, L.seq_length):
-        return 1.0
-    gbs = D.global_batch_size(L) or (L.micro_batch_size or 1)
-    tokens = gbs * L.seq_length
-    h, layers = L.hidden_size, L.num_layers
-    vocab = D.padded_vocab_size(L) or 0
-    flops = 72 * tokens * layers * h * h * (1 + L.seq_length / (6 * h)
-                                            + vocab / (12 * h * layers))
-    return flops / (L.world_size * PEAK_FLOPS * 0.5)
-
-
-def enumerate_layouts(layout, limit=None):
-    """All valid layouts, ranked best first; each entry is JSON-ready."""
+def enumerate_layouts(layout, limit=None, gpu=None, full=False):
+    """All valid layouts, ranked best first; each entry is JSON-ready with its predicted
+    ``performance`` (compact unless ``full``)."""
     plans = []
     base = _variant(layout, 1, 1, 1, 1, 1)
     if not check(base, rules=FIXED_RULES, with_memory=False).valid:
         return plans  # a size-independent rule fails: no layout can be valid
-    budget = (layout.gpu_memory_gib or DEFAULT_GPU_MEMORY_GIB) * M.GIB
+    gpu = gpu or G.get(DEFAULT_GPU)
+    budget = (layout.gpu_memory_gib or G.memory_budget_gib(gpu["name"])) * M.GIB
+    opts = PERF.perf_options(layout)
+    shape = PERF.model_shape(layout, opts)
+    mbs_free = layout.micro_batch_size is None and layout.global_batch_size is not None
+    vpp_free = (layout.num_layers_per_virtual_pipeline_stage is None
+                and layout.num_virtual_stages_per_pipeline_rank is None
+                and layout.pipeline_model_parallel_layout is None
+                and D.hybrid_segments(layout) is None)
+    fixed_vpp = None if vpp_free else D.virtual_pipeline_size(layout)
     for tp, pp, cp, ep, etp in candidates(layout):
         variant = _variant(layout, tp, pp, cp, ep, etp)
+        if mbs_free:
+            variant.micro_batch_size = 1
         result = check(variant, rules=PLAN_RULES, with_memory=True)
         if not result.valid:
             continue
-        d = result.derived
         mem = result.memory or {}
         total = mem.get("total_bytes_per_gpu")
-        bubble = bubble_fraction(pp, d["num_microbatches"], d["virtual_pipeline_model_parallel_size"])
-        stage0 = mem["per_stage"][0]["parameters_per_gpu"] if mem else 0
-        comm = comm_seconds(variant, tp, pp, cp, ep, d["data_parallel_size"],
-                            first_stage_params=[stage0 * tp, 0, 0] if stage0 else None)
-        compute = compute_seconds(variant, tp, pp, cp, ep)
-        overhead = bubble + comm / (comm + compute) + cp_penalty(variant, cp)
-        tp_in_node = tp <= layout.gpus_per_node and layout.gpus_per_node % tp == 0
-        plans.append({
-            "tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp,
-            "context_parallel_size": cp, "expert_model_parallel_size": ep,
-            "expert_tensor_parallel_size": etp,
-            "data_parallel_size": d["data_parallel_size"],
-            "expert_data_parallel_size": d["expert_data_parallel_size"],
-            "num_microbatches": d["num_microbatches"],
-            "fits_memory": None if total is None else total <= budget,
-            "total_bytes_per_gpu": total,
-            "pipeline_bubble_fraction": round(bubble, 4),
-            "communication_share": round(comm / (comm + compute), 4),
-            "tp_within_node": tp_in_node,
-            "score": round(overhead, 4),
-            "flags": _flags(tp, pp, cp, ep, etp),
-        })
-    plans.sort(key=lambda p: (p["fits_memory"] is False, not p["tp_within_node"], p["score"],
-                              p["total_bytes_per_gpu"] or 0))
+        act = mem.get("activation_bytes_per_gpu") or 0
+        micro = variant.micro_batch_size or 1
+        for mbs in (MBS_OPTIONS if mbs_free else (micro,)):
+            for vpp in (_vpp_options(variant, pp) if vpp_free else (fixed_vpp,)):
+                plan = _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget,
+                             result.derived, full)
+                if plan:
+                    plans.append(plan)
+    plans.sort(key=lambda p: (p["fits_memory"] is False, p["score"] if p["score"] is not None
+                              else float("inf"), p["total_bytes_per_gpu"] or 0))
     return plans[:limit] if limit else plans
 
 
-def _flags(tp, pp, cp, ep, etp):
+def _vpp_options(variant, pp):
+    if pp <= 1 or not variant.num_layers:
+        return (None,)
+    per_stage = variant.num_layers // pp
+    return (None,) + tuple(v for v in range(2, MAX_VPP + 1) if per_stage % v == 0)
+
+
+def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, derived, full):
+    """One plan entry for ``variant`` at micro-batch ``mbs`` and virtual stages ``vpp``, or None
+    when the interleaving or batch rules reject it.  Activation memory scales with the micro
+    batch (Korthikanti et al. 2022: linear in b)."""
+    tp, pp, cp = (variant.tensor_model_parallel_size, variant.pipeline_model_parallel_size,
+                  variant.context_parallel_size)
+    ep, etp = variant.expert_model_parallel_size, D.etp(variant)
+    if mbs != micro or vpp is not None:  # the candidate was checked without VPP
+        variant = copy.copy(variant)
+        variant.micro_batch_size = mbs
+        variant.num_virtual_stages_per_pipeline_rank = vpp
+        if not check(variant, rules=VARIANT_RULES, with_memory=False, suggest=False).valid:
+            return None
+    if total is not None and mbs != micro:
+        total = total + act * (mbs - micro) / micro
+    m = D.num_microbatches(variant)
+    dp = D.data_parallel_size(variant)
+    try:
+        perf = PERF.predict(variant, gpu, opts=opts, shape=shape)
+    except Exception:  # noqa: BLE001 - a plan without a prediction still lists the layout
+        perf = None
+    tokens = perf["tokens_per_second_per_gpu"] if perf else None
+    node = variant.gpus_per_node
+    return {
+        "tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp,
+        "context_parallel_size": cp, "expert_model_parallel_size": ep,
+        "expert_tensor_parallel_size": etp,
+        "data_parallel_size": dp,
+        "expert_data_parallel_size": D.expert_data_parallel_size(variant),
+        "micro_batch_size": mbs,
+        "virtual_pipeline_model_parallel_size": vpp,
+        "num_microbatches": m,
+        "fits_memory": None if total is None else total <= budget,
+        "total_bytes_per_gpu": None if total is None else int(total),
+        "pipeline_bubble_fraction": round(bubble_fraction(pp, m, vpp), 4),
+        "tp_within_node": tp <= node and node % tp == 0,
+        "score": round(1 / tokens, 9) if tokens else None,
+        "performance": perf if full or perf is None else _compact(perf),
+        "flags": _flags(tp, pp, cp, ep, etp, mbs, vpp),
+    }
+
+
+def _compact(perf):
+    keys = ("step_seconds", "tokens_per_second_per_gpu", "model_tflops_per_gpu", "mfu",
+            "top_terms")
+    return {k: perf[k] for k in keys}
+
+
+def _flags(tp, pp, cp, ep, etp, mbs=None, vpp=None):
     parts = [f"--tensor-model-parallel-size {tp}", f"--pipeline-model-parallel-size {pp}",
              f"--context-parallel-size {cp}"]
+    if mbs is not None:
+        parts.append(f"--micro-batch-size {mbs}")
+    if vpp is not None:
+        parts.append(f"--num-virtual-stages-per-pipeline-rank {vpp}")
     if ep > 1:
         parts.append(f"--expert-model-parallel-size {ep}")
     if etp != tp:
@@ -234,13 +238,15 @@ def _flags(tp, pp, cp, ep, etp):
 
 
 def rank_of(layout, plans):
-    """1-based rank of the layout's own sizes (TP, PP, CP, EP, ETP) among
-    ``plans``, or None when they are not among the valid layouts."""
+    """1-based rank of the layout's own sizes (TP, PP, CP, EP, ETP, micro-batch and virtual
+    pipeline sizes) among ``plans``, or None when they are not among the valid layouts."""
     key = (layout.tensor_model_parallel_size, layout.pipeline_model_parallel_size,
-           layout.context_parallel_size, layout.expert_model_parallel_size, D.etp(layout))
+           layout.context_parallel_size, layout.expert_model_parallel_size, D.etp(layout),
+           layout.micro_batch_size or 1, D.virtual_pipeline_size(layout))
     for i, p in enumerate(plans, 1):
         if (p["tensor_model_parallel_size"], p["pipeline_model_parallel_size"],
                 p["context_parallel_size"], p["expert_model_parallel_size"],
-                p["expert_tensor_parallel_size"]) == key:
+                p["expert_tensor_parallel_size"], p["micro_batch_size"],
+                p["virtual_pipeline_model_parallel_size"]) == key:
             return i
     return None

@@ -1,0 +1,175 @@
+"""Fit and judge the performance model on published measurements.
+
+Rows come from tests/data/perf_published.json (Megatron-Bridge's performance summary, compiled by
+dev/extract_perf_tables.py), model shapes from tests/data/perf_models.json, the fit/test split from
+tests/data/perf_split.json (frozen before the first fit).  ``fit`` chooses, per GPU and precision
+with fitted rows, the GEMM efficiency and the element-wise factor that minimise the squared log
+error on the fit rows only; ``error_table`` reports the held-out rows.  The fitted constants ship in
+parallel_layout/perf_calibration.json (``dev/fit_performance.py`` rewrites it; a test refits and
+compares).  Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+
+from . import flags as F
+from . import gpus as G
+from . import performance as P
+
+EFFICIENCY_RANGE = (0.15, 1.0)
+FACTOR_RANGE = (0.1, 8.0)
+LATENCY_RANGE = (0.0, 0.01)  # seconds per MoE layer and microbatch
+
+
+def load(data_dir):
+    def read(name):
+        with open(os.path.join(data_dir, name)) as fh:
+            return json.load(fh)
+    return read("perf_published.json"), read("perf_models.json"), read("perf_split.json")
+
+
+def row_argv(row, models):
+    """Megatron-LM flags of a published row: the model's flags, the precision's, the layout, and
+    the overlap flags of Megatron-Bridge's performance recipes (distributed optimizer, gradient
+    reduce and parameter gather overlap, TP communication overlap with sequence parallelism)."""
+    m = models["models"][row["model"]]
+    gpu = G.get(G.SYSTEMS[row["system"]])
+    argv = m["flags"].split() + models["precision_flags"][row["precision"]]
+    argv += ["--world-size", row["gpus"], "--gpus-per-node", min(gpu["nvlink_domain"], row["gpus"]),
+             "--tensor-model-parallel-size", row["tp"], "--pipeline-model-parallel-size", row["pp"],
+             "--context-parallel-size", row["cp"], "--micro-batch-size", row["mbs"],
+             "--global-batch-size", row["gbs"], "--seq-length", row["seq_length"],
+             "--max-position-embeddings", row["seq_length"], "--use-distributed-optimizer",
+             "--overlap-grad-reduce", "--overlap-param-gather"]
+    if row.get("ep"):
+        argv += ["--expert-model-parallel-size", row["ep"], "--expert-tensor-parallel-size", 1]
+    if row.get("vp") and row["vp"] > 1:
+        argv += ["--num-virtual-stages-per-pipeline-rank", row["vp"]]
+    if row["tp"] > 1:
+        argv += ["--sequence-parallel", "--tp-comm-overlap"]
+    if row.get("fsdp"):
+        argv += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads_params"]
+    return [str(a) for a in argv]
+
+
+def representable(row, models):
+    """None, or why the model cannot represent the row."""
+    why = models["sections_not_representable"].get(row["section"])
+    if why:
+        return f"{row['section']}: {why}"
+    why = models["not_representable"].get(row["model"])
+    if why:
+        return why
+    if row["model"] not in models["models"]:
+        return "no model shape in tests/data/perf_models.json"
+    return None
+
+
+def prepared(rows, models):
+    """[(row, layout, gpu)] of the representable rows; [(row, why)] of the others."""
+    ok, skipped = [], []
+    for row in rows:
+        why = representable(row, models)
+        if why:
+            skipped.append((row, why))
+            continue
+        layout, _ = F.parse_layout(row_argv(row, models))
+        layout.megatron_version = "0.19.2"
+        ok.append((row, layout, G.get(G.SYSTEMS[row["system"]])))
+    return ok, skipped
+
+
+def split(rows, split_spec):
+    fit = [r for r in rows if r["release"] in split_spec["fit_releases"]]
+    test = [r for r in rows if r["release"] in split_spec["test_releases"]]
+    return fit, test
+
+
+def group_key(row):
+    return G.SYSTEMS[row["system"]], row["precision"].lower()
+
+
+def _log_errors(items, calib):
+    out = []
+    for row, layout, gpu in items:
+        perf = P.predict(layout, gpu, calib)
+        out.append(math.log(perf["tokens_per_second_per_gpu"] / row["tokens_per_sec_per_gpu"]))
+    return out
+
+
+def _golden(f, lo, hi, iters=28):
+    """Minimise a unimodal f on [lo, hi] (golden-section search)."""
+    r = (math.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    c, d = b - r * (b - a), a + r * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(iters):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - r * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + r * (b - a)
+            fd = f(d)
+    return (a + b) / 2
+
+
+def fit(items, base):
+    """Constants per (GPU, precision) group of ``items`` (fit rows only): alternate golden-section
+    searches on the GEMM efficiency and the element-wise factor, minimising the summed squared log
+    error.  Returns a calibration dict (``base`` gives the defaults and borrow table)."""
+    groups = {}
+    for item in items:
+        groups.setdefault(group_key(item[0]), []).append(item)
+    calib = json.loads(json.dumps(base))
+    calib["constants"] = {}
+    for (gpu, prec), members in sorted(groups.items()):
+        entry = calib["constants"].setdefault(gpu, {})
+        values = list(calib["default"])
+        moe = any(item[1].num_experts for item in members)
+        ranges = (EFFICIENCY_RANGE, FACTOR_RANGE, LATENCY_RANGE)
+        for _ in range(3):
+            for i in range(3 if moe else 2):  # no MoE row: the latency is not identifiable
+                def loss(x, i=i):
+                    entry[prec] = values[:i] + [x] + values[i + 1:]
+                    return sum(e * e for e in _log_errors(members, calib))
+                values[i] = _golden(loss, *ranges[i])
+        entry[prec] = [round(values[0], 4), round(values[1], 4), round(values[2], 6)]
+    return calib
+
+
+def error_rows(items, calib):
+    """[{id, gpu, precision, model, moe, measured, predicted, error}] with error = predicted /
+    measured - 1."""
+    out = []
+    for row, layout, gpu in items:
+        perf = P.predict(layout, gpu, calib)
+        pred = perf["tokens_per_second_per_gpu"]
+        out.append({"id": row["id"], "gpu": gpu["name"], "precision": row["precision"],
+                    "model": row["model"], "moe": bool(layout.num_experts),
+                    "measured": row["tokens_per_sec_per_gpu"], "predicted": pred,
+                    "error": round(pred / row["tokens_per_sec_per_gpu"] - 1, 4)})
+    return out
+
+
+def summary(errors):
+    """{(gpu, precision): {rows, median_abs_error, max_abs_error}} and the same over all rows."""
+    groups = {}
+    for e in errors:
+        groups.setdefault((e["gpu"], e["precision"]), []).append(abs(e["error"]))
+    groups[("all", "all")] = [abs(e["error"]) for e in errors]
+    return {k: {"rows": len(v), "median_abs_error": round(statistics.median(v), 4),
+                "max_abs_error": round(max(v), 4)} for k, v in groups.items() if v}
+
+
+def format_table(errors):
+    lines = [f"{'gpu':<8} {'precision':<9} {'rows':>4} {'median |err|':>12} {'max |err|':>9}"]
+    for (gpu, prec), s in sorted(summary(errors).items(), key=lambda kv: kv[0] == ("all", "all")):
+        lines.append(f"{gpu:<8} {prec:<9} {s['rows']:>4} {s['median_abs_error']:>12.1%} "
+                     f"{s['max_abs_error']:>9.1%}")
+    return "\n".join(lines)
