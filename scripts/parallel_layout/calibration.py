@@ -47,13 +47,28 @@ def row_argv(row, models):
              "--overlap-grad-reduce", "--overlap-param-gather"]
     if row.get("ep"):
         argv += ["--expert-model-parallel-size", row["ep"], "--expert-tensor-parallel-size", 1]
-    if row.get("vp") and row["vp"] > 1:
-        argv += ["--num-virtual-stages-per-pipeline-rank", row["vp"]]
+    argv += split_flags(int(m["flags"].split("--num-layers ")[1].split()[0]), row["pp"],
+                        row.get("vp") if (row.get("vp") or 1) > 1 else None)
     if row["tp"] > 1:
         argv += ["--sequence-parallel", "--tp-comm-overlap"]
     if row.get("fsdp"):
         argv += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads_params"]
     return [str(a) for a in argv]
+
+
+def split_flags(layers, pp, vpp):
+    """The pipeline split of a row: even, even with embedding and loss counted as layers (the
+    --account-for-* flags), or else a layout string spreading the layers (Megatron-Bridge's
+    recipes give such strings for DeepSeek-V3 and Kimi-K2, whose 61 layers split no other way)."""
+    stages = pp * (vpp or 1)
+    out = ["--num-virtual-stages-per-pipeline-rank", vpp] if vpp else []
+    if pp == 1 or layers % stages == 0:
+        return out
+    if (layers + 2) % stages == 0:
+        return out + ["--account-for-embedding-in-pipeline-split",
+                      "--account-for-loss-in-pipeline-split"]
+    from .plan import layout_string
+    return ["--pipeline-model-parallel-layout", layout_string(layers, pp, vpp)]
 
 
 def representable(row, models):

@@ -488,35 +488,60 @@ def predict(layout, gpu, calib=None, opts=None, shape=None):
     return evaluate(L, shape, par, hw, opts, gpu, prec, calib)
 
 
-def evaluate(layout, shape, par, hw, opts, gpu, prec, calib):
-    L = layout
-    pp, vpp, m = par["pp"], par["vpp"], par["m"]
-    per_stage = math.ceil(shape["layers"] / pp)
-    n_moe = min(per_stage, shape["n_moe"])
-    n_dense = per_stage - n_moe
+def rank_layers(layout, shape):
+    """[(decoder layers, first, last)] per pipeline rank (all its virtual stages), from the
+    checker's stage table (uneven splits, --account-for-*, layout strings); an even split when
+    the table cannot be built."""
+    pp = layout.pipeline_model_parallel_size
+    table = D.stage_table(layout)
+    if table:
+        counts = [sum(row) for row in table["layers"]]
+    else:
+        counts = [math.ceil(shape["layers"] / pp)] * pp
+    return [(n, r == 0, r == pp - 1) for r, n in enumerate(counts)]
+
+
+def rank_terms(shape, par, hw, opts, layout, layers, last):
+    """Seconds per term of one microbatch (forward + backward) on a pipeline rank holding
+    ``layers`` decoder layers (MoE layers in the model's proportion) and, if ``last``, the output
+    layer."""
+    moe_share = shape["n_moe"] / shape["layers"] if shape["layers"] else 0
+    n_moe = layers * moe_share
+    n_dense = layers - n_moe
     core = attention_core_seconds(shape, par, hw)
     terms = {
         "gemm_attention_mlp": n_dense * layer_gemm_seconds(shape, par, hw, False),
         "gemm_moe": n_moe * layer_gemm_seconds(shape, par, hw, True) if n_moe else 0.0,
-        "attention_core": per_stage * core,
+        "attention_core": layers * core,
         "elementwise": (n_dense * layer_memory_seconds(shape, par, hw, False)
                         + n_moe * layer_memory_seconds(shape, par, hw, True)),
-        "output_layer": output_layer_seconds(shape, par, hw),
+        "output_layer": output_layer_seconds(shape, par, hw) if last else 0.0,
     }
     compute = sum(terms.values())
-    tp_comm = per_stage * tp_comm_seconds(shape, par, hw)
+    tp_comm = layers * tp_comm_seconds(shape, par, hw)
     if opts.get("--tp-comm-overlap"):  # userbuffers overlap TP collectives with the GEMMs
         tp_comm = max(0.0, tp_comm - terms["gemm_attention_mlp"] - terms["gemm_moe"])
-    cp_comm = per_stage * cp_comm_seconds(shape, par, hw, opts.get("--cp-comm-type") or "p2p")
+    cp_comm = layers * cp_comm_seconds(shape, par, hw, opts.get("--cp-comm-type") or "p2p")
     cp_comm = max(0.0, cp_comm - terms["attention_core"])  # the ring overlaps the core's chunks
     ep_comm = n_moe * ep_comm_seconds(shape, par, hw)
-    if L.overlap_moe_expert_parallel_comm:  # a2a of one microbatch behind another's compute
+    if layout.overlap_moe_expert_parallel_comm:  # a2a of one microbatch behind another's compute
         ep_comm = max(0.0, ep_comm - compute / 2)
     terms.update({"tp_comm": tp_comm, "cp_comm": cp_comm, "ep_comm": ep_comm,
                   "moe_sync": moe_sync_seconds(hw, n_moe),
                   "pp_p2p": pp_p2p_seconds(shape, par, hw)})
     layer_total = sum(terms.values()) - terms["output_layer"]
-    terms["recompute"] = recompute_seconds(L, opts, layer_total / per_stage, core, per_stage)
+    terms["recompute"] = recompute_seconds(layout, opts, layer_total / max(layers, 1), core,
+                                           layers)
+    return terms, n_dense, n_moe
+
+
+def evaluate(layout, shape, par, hw, opts, gpu, prec, calib):
+    L = layout
+    pp, vpp, m = par["pp"], par["vpp"], par["m"]
+    # The slowest pipeline rank sets the pace of every microbatch slot.
+    terms, n_dense, n_moe = max(
+        (rank_terms(shape, par, hw, opts, L, n, last) for n, _, last in rank_layers(L, shape)),
+        key=lambda t: sum(t[0].values()))
     slot = sum(terms.values())
     # Per-term totals over the step: microbatch slots, then the bubble.
     step = {k: v * m for k, v in terms.items()}

@@ -110,9 +110,7 @@ def _variant(layout, tp, pp, cp, ep, etp):
         num_virtual_stages_per_pipeline_rank=None,
         pipeline_model_parallel_layout=None,
         decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
-        account_for_embedding_in_pipeline_split=False,
-        account_for_loss_in_pipeline_split=False,
-    ).items():
+    ).items():  # the --account-for-* split policy stays as the user gave it
         setattr(variant, key, value)
     return variant
 
@@ -169,7 +167,7 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False):
 def _vpp_options(variant, pp):
     if pp <= 1 or not variant.num_layers:
         return (None,)
-    per_stage = variant.num_layers // pp
+    per_stage = D.layers_for_split(variant) // pp
     return (None,) + tuple(v for v in range(2, MAX_VPP + 1) if per_stage % v == 0)
 
 
@@ -250,3 +248,19 @@ def rank_of(layout, plans):
                 p["virtual_pipeline_model_parallel_size"]) == key:
             return i
     return None
+
+
+def layout_string(layers, pp, vpp=None):
+    """A --pipeline-model-parallel-layout that spreads ``layers`` decoder layers over PP x VPP
+    stages as evenly as possible, embedding on the first and loss on the last stage, the smaller
+    stages first at those two ends (Megatron's string: stage v*PP + r runs on PP rank r)."""
+    stages = pp * (vpp or 1)
+    base, extra = divmod(layers, stages)
+    sizes = [base] * stages
+    order = list(range(1, stages - 1)) + [0, stages - 1] if stages > 2 else list(range(stages))
+    for i in order[:extra]:
+        sizes[i] += 1
+    parts = ["t" * n for n in sizes]
+    parts[0] = "E" + parts[0]
+    parts[-1] = parts[-1] + "L"
+    return "|".join(parts)
