@@ -36,6 +36,8 @@ PRECISIONS = {"FP8-CS": "FP8", "FP8-MX": "MXFP8"}  # 25.11's spelling of the lat
 def cell(key, text):
     text = re.sub(r"\[\^[^\]]*\]", "", text).strip()  # footnote marks
     primary = text.split("(")[0].strip()
+    if key == "model":  # "DeepSeekV3 (w/o MTP)": the name, and the note kept as model_note
+        return primary
     if key in INTS:
         return None if primary in ("n/a", "") else int(primary)
     if key in FLOATS:
@@ -63,6 +65,9 @@ def rows_of(text, path):
             cells = [c for c in line.strip().strip("|").split("|")]
             row = {"release": release, "section": section, "system": system, "model": model}
             row.update({k: cell(k, c) for k, c in zip(header, cells)})
+            note = re.search(r"\(([^)]*)\)", dict(zip(header, cells)).get("model", "") or "")
+            if note:
+                row["model_note"] = note.group(1)
             row["model"] = row["model"].strip()
             row["source"] = {"repo": REPO, "commit": COMMIT, "path": path, "line": lineno}
             yield row

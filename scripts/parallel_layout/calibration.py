@@ -47,6 +47,8 @@ def row_argv(row, models):
              "--overlap-grad-reduce", "--overlap-param-gather"]
     if row.get("ep"):
         argv += ["--expert-model-parallel-size", row["ep"], "--expert-tensor-parallel-size", 1]
+    if "w/o MTP" in row.get("model_note", ""):
+        argv += ["--mtp-num-layers", 0]
     argv += split_flags(int(m["flags"].split("--num-layers ")[1].split()[0]), row["pp"],
                         row.get("vp") if (row.get("vp") or 1) > 1 else None)
     if row["tp"] > 1:
@@ -188,3 +190,33 @@ def format_table(errors):
         lines.append(f"{gpu:<8} {prec:<9} {s['rows']:>4} {s['median_abs_error']:>12.1%} "
                      f"{s['max_abs_error']:>9.1%}")
     return "\n".join(lines)
+
+
+def plan_ranks(items, calib=None):
+    """[{id, rank, plans, why}]: where ``--plan`` (on the row's GPU, with the row's model, batch,
+    micro batch and virtual stages given, the sizes TP/PP/CP/EP/ETP free) ranks the published
+    layout; ``why`` says why it is not ranked (a split the plan does not enumerate)."""
+    from . import plan
+    out = []
+    for row, layout, gpu in items:
+        plans = plan.enumerate_layouts(layout, gpu=gpu, calib=calib)
+        rank = plan.rank_of(layout, plans)
+        why = None
+        if rank is None:
+            why = ("uneven pipeline split given as a layout string: --plan enumerates even "
+                   "splits" if layout.pipeline_model_parallel_layout else
+                   "not among the valid layouts that fit")
+        out.append({"id": row["id"], "rank": rank, "plans": len(plans), "why": why})
+    return out
+
+
+def release_drift(rows, old, new):
+    """Measured new/old tokens/s/GPU of the settings (model, system, precision, GPUs, batch,
+    layout) published unchanged in releases ``old`` and ``new``: software change alone."""
+    def key(r):
+        return tuple(r.get(k) for k in ("section", "model", "system", "precision", "gpus", "gbs",
+                                        "mbs", "seq_length", "tp", "pp", "cp", "vp", "ep"))
+    before = {key(r): r for r in rows if r["release"] == old}
+    return {r["id"]: round(r["tokens_per_sec_per_gpu"] / before[key(r)]["tokens_per_sec_per_gpu"],
+                           4)
+            for r in rows if r["release"] == new and key(r) in before}

@@ -98,8 +98,9 @@ def model_shape(layout, opts):
     experts = D.num_experts(L) or 0
     if L.multi_latent_attention:
         qk = L.qk_head_dim + L.qk_pos_emb_head_dim
-        q_macs = (L.q_lora_rank * (h + n * qk) if L.q_lora_rank else h * n * qk)
-        attn_linear = (q_macs + L.kv_lora_rank * (h + n * (L.qk_head_dim + L.v_head_dim))
+        # Megatron counts the low-rank norms as one multiply-add per rank element (the "+ 1").
+        q_macs = (L.q_lora_rank * (h + n * qk + 1) if L.q_lora_rank else h * n * qk)
+        attn_linear = (q_macs + L.kv_lora_rank * (h + n * (L.qk_head_dim + L.v_head_dim) + 1)
                        + h * L.qk_pos_emb_head_dim + n * L.v_head_dim * h)
         core_per_pos = n * (qk + L.v_head_dim)  # QK^T and PV multiply-adds per query, key pair
         q_width, kv_width, out_width = n * qk, n * (L.qk_head_dim + L.v_head_dim), n * L.v_head_dim
@@ -251,8 +252,9 @@ def layer_memory_seconds(shape, par, hw, moe):
 
 
 def output_layer_seconds(shape, par, hw):
-    """Output (logits) GEMM [b s/CP, h] x [h, V/TP], forward + backward, plus the cross entropy's
-    fp32 logits read and written (memory-bound), on the last pipeline stage."""
+    """Output (logits) GEMM [b s/CP, h] x [h, V/TP], forward + backward (the vocabulary term of
+    Narayanan et al. 2021, eq. 3), plus the cross entropy's fp32 logits read and written
+    (memory-bound), on the last pipeline stage; once more per MTP layer."""
     s = shape
     gemm = 3 * gemm_seconds(par["tokens"], s["vocab"] / par["tp"], s["h"], hw["bf16_peak"],
                             hw["gemm_efficiency_bf16"], hw["hbm_bandwidth"], ACT_BYTES)
@@ -314,8 +316,9 @@ def ep_comm_seconds(shape, par, hw):
 
 
 def all_to_all_seconds(nbytes, group, stride, hw):
-    """All-to-all of ``nbytes`` per GPU over ``group`` ranks ``stride`` apart: the share bound for
-    peers in the GPU's NVLink domain goes over NVLink, the rest over the NIC, both at once."""
+    """All-to-all of ``nbytes`` per GPU over ``group`` ranks ``stride`` apart, pairwise exchange
+    moving (g-1)/g of the buffer (Thakur, Rabenseifner and Gropp 2005): the share bound for peers
+    in the GPU's NVLink domain goes over NVLink, the rest over the NIC, both at once."""
     local = max(1, min(group, hw["nvlink_domain"] // max(1, stride)))
     eff = LINK_EFFICIENCY
     inside = (local - 1) / group * nbytes / (hw["nvlink_bandwidth"] * eff)
@@ -498,6 +501,7 @@ def rank_layers(layout, shape):
         counts = [sum(row) for row in table["layers"]]
     else:
         counts = [math.ceil(shape["layers"] / pp)] * pp
+    counts[-1] += shape["mtp"]  # MTP layers run after the decoder on the last stage
     return [(n, r == 0, r == pp - 1) for r, n in enumerate(counts)]
 
 

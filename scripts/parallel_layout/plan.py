@@ -125,7 +125,7 @@ def bubble_fraction(pp, m, vpp=None):
     return (pp - 1) / (v * m + pp - 1)
 
 
-def enumerate_layouts(layout, limit=None, gpu=None, full=False):
+def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None):
     """All valid layouts, ranked best first; each entry is JSON-ready with its predicted
     ``performance`` (compact unless ``full``)."""
     plans = []
@@ -156,7 +156,7 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False):
         for mbs in (MBS_OPTIONS if mbs_free else (micro,)):
             for vpp in (_vpp_options(variant, pp) if vpp_free else (fixed_vpp,)):
                 plan = _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget,
-                             result.derived, full)
+                             full, calib)
                 if plan:
                     plans.append(plan)
     plans.sort(key=lambda p: (p["fits_memory"] is False, p["score"] if p["score"] is not None
@@ -171,7 +171,7 @@ def _vpp_options(variant, pp):
     return (None,) + tuple(v for v in range(2, MAX_VPP + 1) if per_stage % v == 0)
 
 
-def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, derived, full):
+def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, full, calib):
     """One plan entry for ``variant`` at micro-batch ``mbs`` and virtual stages ``vpp``, or None
     when the interleaving or batch rules reject it.  Activation memory scales with the micro
     batch (Korthikanti et al. 2022: linear in b)."""
@@ -189,7 +189,7 @@ def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, derive
     m = D.num_microbatches(variant)
     dp = D.data_parallel_size(variant)
     try:
-        perf = PERF.predict(variant, gpu, opts=opts, shape=shape)
+        perf = PERF.predict(variant, gpu, calib, opts=opts, shape=shape)
     except Exception:  # noqa: BLE001 - a plan without a prediction still lists the layout
         perf = None
     tokens = perf["tokens_per_second_per_gpu"] if perf else None
