@@ -3,20 +3,26 @@
 
 Each round runs every case once, in turn (interleaved, so machine load hits
 all cases alike); the report gives the median wall time per case and its
-ratio to the bare interpreter start measured in the same run.  The issue's
-target: --plan for 16,384 GPUs under one second.
+ratio to the bare interpreter start measured in the same run.  Targets:
+--plan for 1,024 GPUs under one second with the performance model (issue
+21), compared with the --plan before it (the checker at BASELINE_COMMIT,
+unpacked from git into a temporary folder, run in the same rounds).
 
   python bench/bench_check_layout.py [--rounds N]
 """
 
 import argparse
 import os
+import subprocess
 import sys
+import tempfile
 
 import timing  # bench/timing.py (this folder is on sys.path when a bench runs)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "check_parallel_layout.py")
+# The last commit whose --plan ranked by the bubble + communication heuristic.
+BASELINE_COMMIT = "e112b6e"
 
 GPT3 = ("--num-layers 96 --hidden-size 12288 --num-attention-heads 96 --seq-length 2048 "
         "--max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 4096 "
@@ -45,15 +51,44 @@ CASES = {
 }
 
 
+def baseline_script(tmp):
+    """check_parallel_layout.py at BASELINE_COMMIT, or None outside a git clone."""
+    try:
+        archive = subprocess.run(["git", "-C", ROOT, "archive", BASELINE_COMMIT, "scripts",
+                                  "references/index"],
+                                 capture_output=True, check=True, timeout=60).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return os.path.join(tmp, "scripts", "check_parallel_layout.py")
+
+
+def plan_1024(script):
+    return [sys.executable, script, "--world-size", "1024", "--plan", "--json"] + GPT3[:4] + \
+        GPT3[4:]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    times = timing.rounds(CASES, args.rounds)
-    timing.print_table(times)
-    worst_plan = max(max(v) for k, v in times.items() if k.startswith("plan"))
-    print(f"slowest --plan run: {worst_plan:.3f} s "
-          f"({'under' if worst_plan < 1 else 'OVER'} the 1 s target)")
+    cases = dict(CASES)
+    cases["plan dense (1024 GPUs)"] = plan_1024(SCRIPT)
+    with tempfile.TemporaryDirectory() as tmp:
+        old = baseline_script(tmp)
+        if old:
+            cases[f"plan dense (1024 GPUs) @{BASELINE_COMMIT}"] = plan_1024(old)
+        times = timing.rounds(cases, args.rounds)
+    timing.print_table(times, width=44)
+    if old:
+        import statistics
+        new_s = statistics.median(times["plan dense (1024 GPUs)"])
+        old_s = statistics.median(times[f"plan dense (1024 GPUs) @{BASELINE_COMMIT}"])
+        print(f"--plan 1024 GPUs: {new_s:.3f} s, x{new_s / old_s:.2f} the --plan of "
+              f"{BASELINE_COMMIT} ({old_s:.3f} s)")
+    worst = max(times["plan dense (1024 GPUs)"])
+    print(f"slowest --plan run at 1024 GPUs: {worst:.3f} s "
+          f"({'under' if worst < 1 else 'OVER'} the 1 s target)")
 
 
 if __name__ == "__main__":

@@ -531,21 +531,41 @@ def rank_terms(shape, par, hw, opts, layout, layers, last):
     if layout.overlap_moe_expert_parallel_comm:  # a2a of one microbatch behind another's compute
         ep_comm = max(0.0, ep_comm - compute / 2)
     terms.update({"tp_comm": tp_comm, "cp_comm": cp_comm, "ep_comm": ep_comm,
-                  "moe_sync": moe_sync_seconds(hw, n_moe),
-                  "pp_p2p": pp_p2p_seconds(shape, par, hw)})
+                  "moe_sync": moe_sync_seconds(hw, n_moe)})
     layer_total = sum(terms.values()) - terms["output_layer"]
     terms["recompute"] = recompute_seconds(layout, opts, layer_total / max(layers, 1), core,
                                            layers)
     return terms, n_dense, n_moe
 
 
+_RANK_CACHE = {}
+
+
+def _rank_terms_cached(shape, par, hw, opts, layout, layers, last):
+    """rank_terms, memoised on everything it reads: --plan asks for the same rank under many
+    virtual-stage counts, which change only the bubble, the point-to-point and the DP terms."""
+    key = (id(shape), hw["fitted"], hw["gemm_efficiency"], hw["elementwise_factor"],
+           hw["moe_layer_latency"], hw["peak"], hw["nvlink_domain"], par["tp"], par["cp"],
+           par["ep"], par["etp"], par["tokens"], layers,
+           last, tuple(sorted(opts.items())), layout.overlap_moe_expert_parallel_comm,
+           D.recompute_granularity(layout), layout.recompute_num_layers)
+    found = _RANK_CACHE.get(key)
+    if found is None:
+        if len(_RANK_CACHE) > 20000:
+            _RANK_CACHE.clear()
+        found = _RANK_CACHE[key] = rank_terms(shape, par, hw, opts, layout, layers, last)
+    return found
+
+
 def evaluate(layout, shape, par, hw, opts, gpu, prec, calib):
     L = layout
     pp, vpp, m = par["pp"], par["vpp"], par["m"]
     # The slowest pipeline rank sets the pace of every microbatch slot.
+    kinds = {(n, last) for n, _, last in rank_layers(L, shape)}  # ranks alike are one case
     terms, n_dense, n_moe = max(
-        (rank_terms(shape, par, hw, opts, L, n, last) for n, _, last in rank_layers(L, shape)),
+        (_rank_terms_cached(shape, par, hw, opts, L, n, last) for n, last in sorted(kinds)),
         key=lambda t: sum(t[0].values()))
+    terms = dict(terms, pp_p2p=pp_p2p_seconds(shape, par, hw))
     slot = sum(terms.values())
     # Per-term totals over the step: microbatch slots, then the bubble.
     step = {k: v * m for k, v in terms.items()}

@@ -142,6 +142,7 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None):
                 and layout.pipeline_model_parallel_layout is None
                 and D.hybrid_segments(layout) is None)
     fixed_vpp = None if vpp_free else D.virtual_pipeline_size(layout)
+    verdicts = {}  # (PP, VPP, micro batch, DP) -> the variant rules' verdict
     for tp, pp, cp, ep, etp in candidates(layout):
         variant = _variant(layout, tp, pp, cp, ep, etp)
         if mbs_free:
@@ -156,7 +157,7 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None):
         for mbs in (MBS_OPTIONS if mbs_free else (micro,)):
             for vpp in (_vpp_options(variant, pp) if vpp_free else (fixed_vpp,)):
                 plan = _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget,
-                             full, calib)
+                             full, calib, verdicts)
                 if plan:
                     plans.append(plan)
     plans.sort(key=lambda p: (p["fits_memory"] is False, p["score"] if p["score"] is not None
@@ -171,7 +172,7 @@ def _vpp_options(variant, pp):
     return (None,) + tuple(v for v in range(2, MAX_VPP + 1) if per_stage % v == 0)
 
 
-def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, full, calib):
+def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, full, calib, verdicts):
     """One plan entry for ``variant`` at micro-batch ``mbs`` and virtual stages ``vpp``, or None
     when the interleaving or batch rules reject it.  Activation memory scales with the micro
     batch (Korthikanti et al. 2022: linear in b)."""
@@ -182,7 +183,12 @@ def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, full, 
         variant = copy.copy(variant)
         variant.micro_batch_size = mbs
         variant.num_virtual_stages_per_pipeline_rank = vpp
-        if not check(variant, rules=VARIANT_RULES, with_memory=False, suggest=False).valid:
+        # The variant rules read only PP, VPP, the micro batch, DP and the fixed model and batch.
+        key = (pp, vpp, mbs, D.data_parallel_size(variant))
+        if key not in verdicts:
+            verdicts[key] = check(variant, rules=VARIANT_RULES, with_memory=False,
+                                  suggest=False).valid
+        if not verdicts[key]:
             return None
     if total is not None and mbs != micro:
         total = total + act * (mbs - micro) / micro
