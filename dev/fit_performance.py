@@ -33,7 +33,8 @@ def compute():
             pub["source"]["repo"], pub["source"]["commit"][:12]),
         "releases": split["fit_releases"], "rows": len(fit_items),
         "held_out_releases": split["test_releases"],
-        "constants": "per GPU and precision: [GEMM efficiency, element-wise factor, MoE layer latency in seconds]"}
+        "constants": "per GPU: GEMM efficiency per precision class (bf16, fp8 = FP8 and "
+                     "MXFP8, nvfp4), element-wise factor, MoE layer latency in seconds"}
     return calib, fit_items, C.prepared(test_rows, models)[0]
 
 

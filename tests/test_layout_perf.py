@@ -333,3 +333,32 @@ def test_plan_ranks_by_predicted_throughput_with_bounded_output():
     data_full = json.loads(full)
     assert len(data_full["plan"]) == data_full["plan_count"] > 10
     assert "breakdown" in data_full["plan"][0]["performance"]
+
+
+# --- Reference -------------------------------------------------------------------------------
+
+def test_expected_throughput_section_is_generated_from_the_model():
+    import perf_reference
+    text = open(perf_reference.REFERENCE).read()
+    body = text.split(perf_reference.BEGIN, 1)[1].split(perf_reference.END, 1)[0]
+    assert perf_reference.BEGIN + body + perf_reference.END == perf_reference.section()
+
+
+def test_published_layout_ranks_stated_in_the_reference():
+    """The sentence after the 8B planning example states the range of --plan ranks of
+    tests/data/published_layouts.json; recompute it."""
+    import re
+    import test_layout_published as T
+    text = open(os.path.join(ROOT, "references", "parallelism-reference.md")).read()
+    m = re.search(r"among up to ([\d,]+) variants, they rank between\s+(\d+)\w\w and (\d+)\w\w",
+                  text)
+    assert m
+    counts, ranks = [], []
+    for entry in T.ENTRIES:
+        layout, _ = flags.parse_layout(T.plan_argv(entry))
+        plans = plan.enumerate_layouts(layout)
+        counts.append(len(plans))
+        ranks.append(plan.rank_of(layout, plans))
+    assert None not in ranks
+    assert (int(m.group(1).replace(",", "")), int(m.group(2)), int(m.group(3))) == (
+        max(counts), min(ranks), max(ranks))

@@ -11,6 +11,7 @@ compares).  Stdlib only.
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
@@ -23,6 +24,11 @@ from . import performance as P
 EFFICIENCY_RANGE = (0.15, 1.0)
 FACTOR_RANGE = (0.1, 8.0)
 LATENCY_RANGE = (0.0, 0.01)  # seconds per MoE layer and microbatch
+SWEEPS = 4
+# The same Blackwell silicon in another system: a GEMM efficiency the data cannot fit for one
+# (no dense rows in that precision) is the sister's.
+SISTER = {"b200": "gb200", "b300": "gb300"}
+MIN_DENSE_ROWS = 4  # fewer dense rows in a precision than this: tied to the sister as well
 
 
 def load(data_dir):
@@ -118,7 +124,7 @@ def _log_errors(items, calib):
     return out
 
 
-def _golden(f, lo, hi, iters=28):
+def _golden(f, lo, hi, iters=24):
     """Minimise a unimodal f on [lo, hi] (golden-section search)."""
     r = (math.sqrt(5) - 1) / 2
     a, b = lo, hi
@@ -137,26 +143,56 @@ def _golden(f, lo, hi, iters=28):
 
 
 def fit(items, base):
-    """Constants per (GPU, precision) group of ``items`` (fit rows only): alternate golden-section
-    searches on the GEMM efficiency and the element-wise factor, minimising the summed squared log
-    error.  Returns a calibration dict (``base`` gives the defaults and borrow table)."""
+    """Constants per GPU from ``items`` (fit rows only): a GEMM efficiency per precision class
+    with rows (BF16, FP8 incl. MXFP8, NVFP4), one element-wise factor and, with MoE rows, one MoE
+    layer latency shared by the GPU's precisions.  Coordinate descent of golden-section searches
+    minimising the summed squared log error.  A precision with fewer than MIN_DENSE_ROWS dense
+    rows (MoE rows cannot tell GEMM speed from the other constants) takes the GEMM efficiency of
+    the same silicon in its sister system (``SISTER``, recorded in ``tied``).  Returns a
+    calibration dict (``base`` gives the defaults and the borrow table)."""
     groups = {}
     for item in items:
-        groups.setdefault(group_key(item[0]), []).append(item)
+        groups.setdefault(G.SYSTEMS[item[0]["system"]], []).append(item)
     calib = json.loads(json.dumps(base))
     calib["constants"] = {}
-    for (gpu, prec), members in sorted(groups.items()):
-        entry = calib["constants"].setdefault(gpu, {})
-        values = list(calib["default"])
-        moe = any(item[1].num_experts for item in members)
-        ranges = (EFFICIENCY_RANGE, FACTOR_RANGE, LATENCY_RANGE)
-        for _ in range(3):
-            for i in range(3 if moe else 2):  # no MoE row: the latency is not identifiable
-                def loss(x, i=i):
-                    entry[prec] = values[:i] + [x] + values[i + 1:]
+    eff0, factor0, latency0 = calib["default"]
+    calib["tied"] = {}
+    for gpu, members in sorted(groups.items(), key=lambda kv: kv[0] in SISTER):
+        classes = sorted({P.precision_class(item[0]["precision"].lower()) for item in members})
+        dense_rows = collections.Counter(P.precision_class(item[0]["precision"].lower())
+                                         for item in members if not item[1].num_experts)
+        dense = {c for c, n in dense_rows.items() if n >= MIN_DENSE_ROWS}
+        entry = {"gemm_efficiency": {c: eff0 for c in classes}, "elementwise_factor": factor0,
+                 "moe_layer_latency": latency0}
+        calib["constants"][gpu] = entry
+        sister = calib["constants"].get(SISTER.get(gpu), {}).get("gemm_efficiency", {})
+        free = []
+        for c in classes:  # MoE rows alone cannot tell GEMM speed from the other constants
+            if c not in dense and c in sister:
+                entry["gemm_efficiency"][c] = sister[c]
+                calib["tied"][f"{gpu}/{c}"] = SISTER[gpu]
+            else:
+                free.append(c)
+        params = [("gemm_efficiency", c, EFFICIENCY_RANGE) for c in free]
+        params.append(("elementwise_factor", None, FACTOR_RANGE))
+        if any(item[1].num_experts for item in members):  # else the latency is not identifiable
+            params.append(("moe_layer_latency", None, LATENCY_RANGE))
+
+        def put(key, cls, x):
+            if cls is None:
+                entry[key] = x
+            else:
+                entry[key][cls] = x
+
+        for _ in range(SWEEPS):
+            for key, cls, bounds in params:
+                def loss(x, key=key, cls=cls):
+                    put(key, cls, x)
                     return sum(e * e for e in _log_errors(members, calib))
-                values[i] = _golden(loss, *ranges[i])
-        entry[prec] = [round(values[0], 4), round(values[1], 4), round(values[2], 6)]
+                put(key, cls, _golden(loss, *bounds))
+        entry["gemm_efficiency"] = {c: round(v, 4) for c, v in entry["gemm_efficiency"].items()}
+        entry["elementwise_factor"] = round(entry["elementwise_factor"], 4)
+        entry["moe_layer_latency"] = round(entry["moe_layer_latency"], 6)
     return calib
 
 

@@ -27,6 +27,10 @@ from .errors import BadInput
 CALIBRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "perf_calibration.json")
 ACT_BYTES = 2  # bf16 activations and gradients (the layouts here train with --bf16)
 LINK_EFFICIENCY = 0.8  # NCCL bus bandwidth / line rate on NVLink and InfiniBand (nccl-tests)
+# Latency of one communication step (the alpha of Hockney's alpha-beta model, 1994): assumed at
+# the order of NCCL's small-message latency, not fitted.  It prices many small steps (a CP ring
+# over short chunks, TP collectives of small activations) that bandwidth alone calls free.
+STEP_LATENCY = 10e-6
 ADAM_BYTES_PER_PARAM = 30  # fp32 master, m, v read+write (24), fp32 grad read (4), bf16 write (2)
 
 # Megatron-LM flags that change speed, not the layout; read from the arguments the checker leaves
@@ -283,7 +287,9 @@ def tp_comm_seconds(shape, par, hw):
     MLP, forward and backward: 8 collectives of the [b s/CP, h] activation (Korthikanti et al.
     2022, section 4.2.2)."""
     nbytes = par["tokens"] * shape["h"] * ACT_BYTES
-    return 8 * ring_seconds(nbytes, par["tp"], link_bandwidth(par["tp"], 1, hw))
+    tp = par["tp"]
+    steps = 8 * (tp - 1) if tp > 1 else 0
+    return 8 * ring_seconds(nbytes, tp, link_bandwidth(tp, 1, hw)) + steps * STEP_LATENCY
 
 
 def cp_comm_seconds(shape, par, hw, cp_comm_type):
@@ -298,8 +304,15 @@ def cp_comm_seconds(shape, par, hw, cp_comm_type):
     local = par["tokens"] / cp * ACT_BYTES / par["tp"]
     if cp_comm_type == "a2a":
         width = shape["q_width"] + shape["kv_width"] + shape["out_width"]
-        return 2 * (cp - 1) / cp * local * width * cp / bw
+        return 2 * (cp - 1) / cp * local * width * cp / bw + 8 * STEP_LATENCY
     return 3 * (cp - 1) * local * shape["kv_width"] / bw
+
+
+def cp_ring_latency_seconds(par):
+    """The CP ring's steps run one after another with the attention of each chunk: CP-1 steps
+    forward and CP-1 backward per layer, each paying ``STEP_LATENCY`` that overlap cannot hide
+    (Hockney 1994; Liu et al. 2023 for the ring)."""
+    return 2 * (par["cp"] - 1) * STEP_LATENCY
 
 
 def ep_comm_seconds(shape, par, hw):
@@ -312,7 +325,7 @@ def ep_comm_seconds(shape, par, hw):
         return 0.0
     tokens = par["tokens"] / par["tp"]  # the sequence-parallel shard each rank dispatches
     nbytes = tokens * shape["topk"] * shape["h"] * ACT_BYTES
-    return 4 * all_to_all_seconds(nbytes, ep, par["etp"], hw)
+    return 4 * (all_to_all_seconds(nbytes, ep, par["etp"], hw) + STEP_LATENCY)
 
 
 def all_to_all_seconds(nbytes, group, stride, hw):
@@ -414,19 +427,25 @@ def calibration():
     return _CALIBRATION
 
 
+def precision_class(prec):
+    """MXFP8 runs the FP8 tensor cores: one GEMM efficiency for both."""
+    return "fp8" if prec == "mxfp8" else prec
+
+
 def constants_for(gpu_name, prec, calib):
-    """(gemm efficiency, element-wise factor) of a GPU and precision: the fitted pair, else the
-    GPU's source named in the calibration's ``borrow`` table (H200 runs H100's kernels)."""
-    table = calib["constants"]
+    """((GEMM efficiency, element-wise factor, MoE layer latency), source) of a GPU and precision.
+    The GPU's fitted constants (or those of the GPU named in ``borrow``: H200 runs H100's
+    kernels); a precision without its own efficiency takes the nearest fitted one (NVFP4 -> FP8
+    -> BF16); a GPU without data the defaults."""
     name = calib.get("borrow", {}).get(gpu_name, gpu_name)
-    entry = table.get(name, {})
-    if prec in entry:
-        return entry[prec], name
-    if prec == "mxfp8" and "fp8" in entry:
-        return entry["fp8"], name
-    if "bf16" in entry:
-        return entry["bf16"], name
-    return calib["default"], "default"
+    entry = calib["constants"].get(name)
+    if not entry:
+        return tuple(calib["default"]), "default"
+    effs = entry["gemm_efficiency"]
+    for cls in (precision_class(prec), "fp8", "bf16"):
+        if cls in effs:
+            return (effs[cls], entry["elementwise_factor"], entry["moe_layer_latency"]), name
+    return tuple(calib["default"]), "default"
 
 
 def hardware(gpu, prec, calib):
@@ -527,6 +546,8 @@ def rank_terms(shape, par, hw, opts, layout, layers, last):
         tp_comm = max(0.0, tp_comm - terms["gemm_attention_mlp"] - terms["gemm_moe"])
     cp_comm = layers * cp_comm_seconds(shape, par, hw, opts.get("--cp-comm-type") or "p2p")
     cp_comm = max(0.0, cp_comm - terms["attention_core"])  # the ring overlaps the core's chunks
+    if par["cp"] > 1 and (opts.get("--cp-comm-type") or "p2p") == "p2p":
+        cp_comm += layers * cp_ring_latency_seconds(par)
     ep_comm = n_moe * ep_comm_seconds(shape, par, hw)
     if layout.overlap_moe_expert_parallel_comm:  # a2a of one microbatch behind another's compute
         ep_comm = max(0.0, ep_comm - compute / 2)
@@ -565,7 +586,10 @@ def evaluate(layout, shape, par, hw, opts, gpu, prec, calib):
     terms, n_dense, n_moe = max(
         (_rank_terms_cached(shape, par, hw, opts, L, n, last) for n, last in sorted(kinds)),
         key=lambda t: sum(t[0].values()))
-    terms = dict(terms, pp_p2p=pp_p2p_seconds(shape, par, hw))
+    p2p = pp_p2p_seconds(shape, par, hw)
+    if vpp > 1 and L.overlap_p2p_comm:  # the interleaved schedule overlaps send/recv with compute
+        p2p = max(0.0, p2p - sum(terms.values()))
+    terms = dict(terms, pp_p2p=p2p)
     slot = sum(terms.values())
     # Per-term totals over the step: microbatch slots, then the bubble.
     step = {k: v * m for k, v in terms.items()}
