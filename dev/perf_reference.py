@@ -73,8 +73,9 @@ def section():
         "`--json` gives it as `performance` with `breakdown` (seconds per term over the step),",
         "`calibration` and `gpu`; the text report prints one line with the three largest terms.",
         "The GPU's HBM becomes the memory budget unless `--gpu-memory-gib` is given.",
-        "The model is `scripts/parallel_layout/performance.py`: one function per term, each naming",
-        "its source (Narayanan et al. 2021; Korthikanti et al. 2022; Dao 2023; Thakur et al. 2005;",
+        "The model is [performance.py](../scripts/parallel_layout/performance.py): one function per",
+        "term, each naming"
+        " its source (Narayanan et al. 2021; Korthikanti et al. 2022; Dao 2023; Thakur et al. 2005;",
         "the roofline of Williams et al. 2009).",
         "",
         "| GPU | dense BF16 | FP8 | NVFP4 | HBM | HBM bandwidth | NVLink domain | NVLink / GPU | NIC / GPU |",
@@ -89,8 +90,8 @@ def section():
         out.append(f"| {name} | {pf('bf16')} | {pf('fp8')} | {pf('nvfp4')} | {g['hbm_gb']} GB | "
                    f"{g['hbm_bandwidth'] / 1e12:g} TB/s | {g['nvlink_domain']} | "
                    f"{g['nvlink_bandwidth'] / 1e9:g} GB/s | {g['internode_bandwidth'] / 1e9:g} GB/s |")
-    out += ["", "Sources per GPU are in `scripts/parallel_layout/gpus.py` (NVIDIA datasheets; "
-            "bandwidths per direction).", ""]
+    out += ["", "Sources per GPU are in [gpus.py](../scripts/parallel_layout/gpus.py) (NVIDIA "
+            "datasheets; bandwidths per direction).", ""]
     out += [
         "### Calibration", "",
         "Per GPU, a GEMM efficiency per precision class (BF16; FP8 and MXFP8; NVFP4), one",
@@ -103,7 +104,9 @@ def section():
         "rows takes the GEMM efficiency of the same silicon in the sister system ("
         + ", ".join(f"{k} from {v}" for k, v in sorted(calib["tied"].items())) + "). H200 uses",
         "H100's constants; A100 has no published rows and uses the defaults (GEMMs at 50% of",
-        "peak, factor 1, no MoE latency).", "",
+        "peak, factor 1, no MoE latency). [calibration.py](../scripts/parallel_layout/calibration.py)",
+        "fits them into [perf_calibration.json](../scripts/parallel_layout/perf_calibration.json).",
+        "",
         "| GPU | GEMM efficiency BF16 | FP8/MXFP8 | NVFP4 | element-wise factor | MoE layer latency |",
         "|---|---|---|---|---|---|",
     ]

@@ -336,8 +336,7 @@ def run(argv):
         out.update(result.to_dict())
         out["ignored_flags"] = unknown
         out.update({k: v for k, v in extra.items() if k != "version_source"})
-        if gpu is not None:
-            out["performance"] = performance
+        out["performance"] = performance  # null without --gpu
         if plans is not None:
             out["plan"] = plans[:limit or None]
             out["plan_count"] = len(plans)
