@@ -51,7 +51,7 @@ def row_argv(row, models):
              "--global-batch-size", row["gbs"], "--seq-length", row["seq_length"],
              "--max-position-embeddings", row["seq_length"], "--use-distributed-optimizer",
              "--overlap-grad-reduce", "--overlap-param-gather"]
-    if row.get("ep"):
+    if row.get("ep") and "--num-experts" in m["flags"]:  # 25.11 prints EP 1 for dense models
         argv += ["--expert-model-parallel-size", row["ep"], "--expert-tensor-parallel-size", 1]
     if "w/o MTP" in row.get("model_note", ""):
         argv += ["--mtp-num-layers", 0]
@@ -60,7 +60,8 @@ def row_argv(row, models):
     if row["tp"] > 1:
         argv += ["--sequence-parallel", "--tp-comm-overlap"]
     if row.get("fsdp"):
-        argv += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads_params"]
+        argv += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads_params",
+                 "--ckpt-format", "fsdp_dtensor"]
     return [str(a) for a in argv]
 
 
@@ -231,7 +232,9 @@ def format_table(errors):
 def plan_ranks(items, calib=None):
     """[{id, rank, plans, why}]: where ``--plan`` (on the row's GPU, with the row's model, batch,
     micro batch and virtual stages given, the sizes TP/PP/CP/EP/ETP free) ranks the published
-    layout; ``why`` says why it is not ranked (a split the plan does not enumerate)."""
+    layout; ``why`` says why it is not ranked (a split the plan does not enumerate);
+    ``first_over_published``: predicted tokens/s/GPU of the plan's first over the published's,
+    minus 1."""
     from . import plan
     out = []
     for row, layout, gpu in items:
@@ -242,7 +245,13 @@ def plan_ranks(items, calib=None):
             why = ("uneven pipeline split given as a layout string: --plan enumerates even "
                    "splits" if layout.pipeline_model_parallel_layout else
                    "not among the valid layouts that fit")
-        out.append({"id": row["id"], "rank": rank, "plans": len(plans), "why": why})
+        gap = None  # how much faster than the published layout the plan's first predicts
+        if rank is not None:
+            first = plans[0]["performance"]["tokens_per_second_per_gpu"]
+            own = plans[rank - 1]["performance"]["tokens_per_second_per_gpu"]
+            gap = round(first / own - 1, 4)
+        out.append({"id": row["id"], "rank": rank, "plans": len(plans), "why": why,
+                    "first_over_published": gap})
     return out
 
 
