@@ -17,6 +17,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "dev"))
 
 from parallel_layout import calibration as C  # noqa: E402
 from parallel_layout import performance as P  # noqa: E402
@@ -25,7 +26,12 @@ from parallel_layout import performance as P  # noqa: E402
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", action="store_true", help="also print every held-out row")
+    parser.add_argument("--newest-only", action="store_true",
+                        help="diagnostic, not the frozen split: refit on every release before "
+                             "the newest and judge the newest alone (MoE rows only)")
     args = parser.parse_args()
+    if args.newest_only:
+        return newest_only()
     pub, models, split = C.load(os.path.join(ROOT, "tests", "data"))
     fit_rows, test_rows = C.split(pub["rows"], split)
     calib = P.load_calibration()
@@ -67,6 +73,23 @@ def main():
           f"x{statistics.median(drift.values()):.3f}, range x{min(drift.values()):.2f} .. "
           f"x{max(drift.values()):.2f}")
     print(f"\nprediction: {per_row * 1e6:.0f} us per layout")
+
+
+def newest_only():
+    """Refit on all releases but the newest, judge the newest: how well the model's structure
+    predicts a release whose software the fit has nearly seen (chosen after the frozen split's
+    result, so a diagnostic, not a held-out claim)."""
+    import fit_performance
+    pub, models, split = C.load(os.path.join(ROOT, "tests", "data"))
+    releases = sorted({r["release"] for r in pub["rows"]},
+                      key=lambda r: [int(x) for x in r.split(".")])
+    newest = releases[-1]
+    fit_items, _ = C.prepared([r for r in pub["rows"] if r["release"] != newest], models)
+    test_items, _ = C.prepared([r for r in pub["rows"] if r["release"] == newest], models)
+    calib = C.fit(fit_items, {**fit_performance.BASE, "constants": {}})
+    print(f"diagnostic: fit on {', '.join(releases[:-1])}; judge {newest} "
+          f"({len(test_items)} rows)")
+    print(C.format_table(C.error_rows(test_items, calib)))
 
 
 if __name__ == "__main__":

@@ -184,11 +184,12 @@ def rank_map_lines(layout, groups, rank_map):
     return lines
 
 
-def performance_line(perf):
+def performance_line(perf, layout, valid):
     """One line of the prediction and its three largest terms (share of the step)."""
     if not perf:
-        return ("Performance: not predicted (hybrid/Mamba layers, fp32, or sizes missing: needs "
-                "--num-layers --hidden-size --num-attention-heads --seq-length --vocab-size)")
+        from parallel_layout.performance import not_predicted_reason
+        why = (not_predicted_reason(layout) if valid else None) or "the layout is invalid"
+        return f"Performance: not predicted ({why})"
     step = perf["step_seconds"] or 1
     top = ", ".join(f"{k} {perf['breakdown'][k] / step:.0%}" for k in perf["top_terms"])
     return (f"Performance on {perf['gpu']} ({perf['precision']}): "
@@ -348,7 +349,7 @@ def run(argv):
             extra.pop("ranks")
         print(text_report(layout, result, unknown, extra))
         if gpu is not None:
-            print(performance_line(performance))
+            print(performance_line(performance, layout, result.valid))
         if plans is not None:
             print(plan_lines(plans, limit, own_rank, plan_gpu["name"]))
     if args.plan:

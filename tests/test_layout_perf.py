@@ -362,3 +362,18 @@ def test_published_layout_ranks_stated_in_the_reference():
     assert None not in ranks
     assert (int(m.group(1).replace(",", "")), int(m.group(2)), int(m.group(3))) == (
         max(counts), min(ranks), max(ranks))
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--bf16"], "needs --vocab-size"),
+    (["--vocab-size", 1000], "fp32 training is not modelled"),
+    (["--vocab-size", 1000, "--bf16", "--tensor-model-parallel-size", 3], "the layout is invalid"),
+])
+def test_text_says_why_a_layout_is_not_predicted(extra, needle):
+    argv = ["--world-size", 8, "--num-layers", 4, "--hidden-size", 256, "--num-attention-heads", 4,
+            "--seq-length", 512, "--max-position-embeddings", 512, "--micro-batch-size", 1,
+            "--global-batch-size", 8, "--gpu", "h100"] + extra
+    rc, out, _ = run(argv)
+    assert f"Performance: not predicted ({needle}" in out
+    rc, out, _ = run(argv + ["--json"])
+    assert json.loads(out)["performance"] is None

@@ -486,6 +486,25 @@ def stage_params(shape, par, dense_layers, moe_layers, first, last):
     return p_dense, p_expert
 
 
+def not_predicted_reason(layout, opts=None):
+    """Why ``predict`` returns None for ``layout``, in one phrase (None when it predicts)."""
+    L = layout
+    opts = perf_options(L) if opts is None else opts
+    missing = [flag for flag, value in (
+        ("--num-layers", L.num_layers), ("--hidden-size", L.hidden_size),
+        ("--num-attention-heads", L.num_attention_heads), ("--seq-length", L.seq_length),
+        ("--vocab-size", L.vocab_size)) if value is None]
+    if missing:
+        return "needs " + " ".join(missing)
+    if D.hybrid_segments(L) is not None:
+        return "hybrid (Mamba) layers have no term in the model"
+    if precision(L, opts) == "fp32":
+        return "fp32 training is not modelled: give --bf16, --fp8-format or --fp4-format"
+    if D.data_parallel_size(L) is None or D.num_microbatches(L) is None:
+        return "the layout's DP or microbatch count is undefined (see the violations)"
+    return None
+
+
 def predict(layout, gpu, calib=None, opts=None, shape=None):
     """The ``performance`` object of a layout on ``gpu`` (a record of ``gpus.get``), or None when
     the model cannot represent it (a hybrid model, or sizes missing); raises BadInput for a
