@@ -329,7 +329,8 @@ def run(argv):
     if args.plan:
         from parallel_layout import plan
         plan_gpu = gpu or plan.G.get(plan.DEFAULT_GPU)
-        plans = plan.enumerate_layouts(layout, gpu=plan_gpu, full=args.full)
+        plans = plan.enumerate_layouts(layout, gpu=plan_gpu, full=args.full,
+                                       detail=limit or None)
         own_rank = plan.rank_of(layout, plans) if result.valid else None
     if args.json:
         out = {"schema_version": SCHEMA_VERSION, "megatron_core_version": version,

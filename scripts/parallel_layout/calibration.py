@@ -238,7 +238,7 @@ def plan_ranks(items, calib=None):
     from . import plan
     out = []
     for row, layout, gpu in items:
-        plans = plan.enumerate_layouts(layout, gpu=gpu, calib=calib)
+        plans = plan.enumerate_layouts(layout, gpu=gpu, calib=calib, detail=0)
         rank = plan.rank_of(layout, plans)
         why = None
         if rank is None:

@@ -124,7 +124,7 @@ def model_shape(layout, opts):
     skip = opts.get("--window-attn-skip-freq")
     mtp = L.mtp_num_layers or (int(opts["--mtp-num-layers"]) if
                                str(opts.get("--mtp-num-layers", "")).isdigit() else 0)
-    return {
+    shape = {
         "h": h, "heads": n, "groups": g, "kv": kv, "seq": L.seq_length,
         "ffn": D.ffn_hidden_size(L), "ffn_mult": 3 if L.swiglu else 2,
         "squared_relu": bool(opts.get("--squared-relu")),
@@ -138,6 +138,8 @@ def model_shape(layout, opts):
         "window": window_len, "window_share": _window_share(skip) if window_len else 0.0,
         "flash": L.attention_backend not in ("unfused", "local") and L.transformer_impl != "local",
     }
+    shape["key"] = tuple(sorted(shape.items()))  # the memo key of everything derived from it
+    return shape
 
 
 def _moe_layers(layout):
@@ -448,8 +450,26 @@ def constants_for(gpu_name, prec, calib):
     return tuple(calib["default"]), "default"
 
 
+_HARDWARE = {}
+
+
 def hardware(gpu, prec, calib):
-    """The datasheet numbers and the calibrated constants the terms read."""
+    """The datasheet numbers and the calibrated constants the terms read (memoised per GPU,
+    precision and calibration)."""
+    # Keyed on the constants' values: the fit changes them in place.
+    key = (gpu["name"], prec, constants_for(gpu["name"], prec, calib),
+           constants_for(gpu["name"], "bf16", calib))
+    found = _HARDWARE.get(key)
+    if found is None:
+        if len(_HARDWARE) > 4096:
+            _HARDWARE.clear()
+        found = _hardware(gpu, prec, calib)
+        found["key"] = tuple(sorted(found.items()))  # every number the terms read
+        _HARDWARE[key] = found
+    return found
+
+
+def _hardware(gpu, prec, calib):
     (eff, factor, latency), fitted = constants_for(gpu["name"], prec, calib)
     (eff16, _, _), _ = constants_for(gpu["name"], "bf16", calib)
     return {"peak": G.peak_flops(gpu, prec), "bf16_peak": gpu["peak"]["bf16"],
@@ -507,8 +527,14 @@ def not_predicted_reason(layout, opts=None):
 
 def predict(layout, gpu, calib=None, opts=None, shape=None):
     """The ``performance`` object of a layout on ``gpu`` (a record of ``gpus.get``), or None when
-    the model cannot represent it (a hybrid model, or sizes missing); raises BadInput for a
+    the model cannot represent it (``not_predicted_reason`` says why); raises BadInput for a
     precision the GPU lacks."""
+    found = prediction(layout, gpu, calib, opts, shape)
+    return None if found is None else found.as_dict()
+
+
+def prediction(layout, gpu, calib=None, opts=None, shape=None):
+    """A ``Prediction`` of the layout on ``gpu``, or None (see ``predict``)."""
     L = layout
     if None in (L.num_layers, L.hidden_size, L.num_attention_heads, L.seq_length):
         return None
@@ -534,13 +560,26 @@ def rank_layers(layout, shape):
     checker's stage table (uneven splits, --account-for-*, layout strings); an even split when
     the table cannot be built."""
     pp = layout.pipeline_model_parallel_size
+    L = layout
+    key = (pp, D.virtual_pipeline_size(L), L.num_layers, L.pipeline_model_parallel_layout,
+           L.decoder_first_pipeline_num_layers, L.decoder_last_pipeline_num_layers,
+           L.account_for_embedding_in_pipeline_split, L.account_for_loss_in_pipeline_split,
+           L.mtp_num_layers, getattr(L, "hybrid_layer_pattern", None), shape["mtp"])
+    if key in _STAGE_CACHE:
+        return _STAGE_CACHE[key]
+    if len(_STAGE_CACHE) > 4096:
+        _STAGE_CACHE.clear()
     table = D.stage_table(layout)
     if table:
         counts = [sum(row) for row in table["layers"]]
     else:
         counts = [math.ceil(shape["layers"] / pp)] * pp
     counts[-1] += shape["mtp"]  # MTP layers run after the decoder on the last stage
-    return [(n, r == 0, r == pp - 1) for r, n in enumerate(counts)]
+    _STAGE_CACHE[key] = [(n, r == 0, r == pp - 1) for r, n in enumerate(counts)]
+    return _STAGE_CACHE[key]
+
+
+_STAGE_CACHE = {}
 
 
 def rank_terms(shape, par, hw, opts, layout, layers, last):
@@ -584,8 +623,7 @@ _RANK_CACHE = {}
 def _rank_terms_cached(shape, par, hw, opts, layout, layers, last):
     """rank_terms, memoised on everything it reads: --plan asks for the same rank under many
     virtual-stage counts, which change only the bubble, the point-to-point and the DP terms."""
-    key = (id(shape), hw["fitted"], hw["gemm_efficiency"], hw["elementwise_factor"],
-           hw["moe_layer_latency"], hw["peak"], hw["nvlink_domain"], par["tp"], par["cp"],
+    key = (shape["key"], hw["key"], par["tp"], par["cp"],
            par["ep"], par["etp"], par["tokens"], layers,
            last, tuple(sorted(opts.items())), layout.overlap_moe_expert_parallel_comm,
            D.recompute_granularity(layout), layout.recompute_num_layers)
@@ -621,6 +659,26 @@ def evaluate(layout, shape, par, hw, opts, gpu, prec, calib):
     seconds = sum(step.values())
     gbs = m * par["mbs"] * par["dp"]
     tokens_per_gpu = gbs * L.seq_length / (seconds * L.world_size)
+    return Prediction(step, seconds, tokens_per_gpu, shape, hw, gpu, prec, calib)
+
+
+class Prediction:
+    """A computed step: ``tokens_per_second_per_gpu`` at once, the JSON-ready ``performance``
+    object on demand (``as_dict``), so --plan renders only the plans it prints."""
+
+    __slots__ = ("step", "seconds", "tokens_per_second_per_gpu", "shape", "hw", "gpu", "prec",
+                 "calib")
+
+    def __init__(self, step, seconds, tokens, shape, hw, gpu, prec, calib):
+        self.step, self.seconds, self.tokens_per_second_per_gpu = step, seconds, tokens
+        self.shape, self.hw, self.gpu, self.prec, self.calib = shape, hw, gpu, prec, calib
+
+    def as_dict(self):
+        return render(self.step, self.seconds, self.tokens_per_second_per_gpu, self.shape,
+                      self.hw, self.gpu, self.prec, self.calib)
+
+
+def render(step, seconds, tokens_per_gpu, shape, hw, gpu, prec, calib):
     flops = model_flops_per_token(shape)
     tflops = flops * tokens_per_gpu / 1e12
     top = sorted(step.items(), key=lambda kv: -kv[1])

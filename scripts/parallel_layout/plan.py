@@ -125,9 +125,9 @@ def bubble_fraction(pp, m, vpp=None):
     return (pp - 1) / (v * m + pp - 1)
 
 
-def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None):
+def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, detail=None):
     """All valid layouts, ranked best first; each entry is JSON-ready with its predicted
-    ``performance`` (compact unless ``full``)."""
+    ``performance`` (compact unless ``full``; only tokens/s/GPU past the first ``detail``)."""
     plans = []
     base = _variant(layout, 1, 1, 1, 1, 1)
     if not check(base, rules=FIXED_RULES, with_memory=False).valid:
@@ -162,7 +162,22 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None):
                     plans.append(plan)
     plans.sort(key=lambda p: (p["fits_memory"] is False, p["score"] if p["score"] is not None
                               else float("inf"), p["total_bytes_per_gpu"] or 0))
-    return plans[:limit] if limit else plans
+    plans = plans[:limit] if limit else plans
+    for i, p in enumerate(plans):  # render only what is shown; the rest keep tokens/s only
+        p["performance"] = _render(p["performance"], full, detail is None or i < detail)
+    return plans
+
+
+def _render(perf, full, detailed):
+    if perf is None:
+        return None
+    if not detailed:
+        return {"tokens_per_second_per_gpu": round(perf.tokens_per_second_per_gpu, 1)}
+    d = perf.as_dict()
+    if full:  # the breakdown per plan; calibration and formula are the same for every plan
+        return {k: v for k, v in d.items() if k not in ("calibration", "model_flops_formula",
+                                                        "mfu_peak", "gpu", "precision")}
+    return _compact(d)
 
 
 def _vpp_options(variant, pp):
@@ -195,10 +210,10 @@ def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, full, 
     m = D.num_microbatches(variant)
     dp = D.data_parallel_size(variant)
     try:
-        perf = PERF.predict(variant, gpu, calib, opts=opts, shape=shape)
+        perf = PERF.prediction(variant, gpu, calib, opts=opts, shape=shape)
     except Exception:  # noqa: BLE001 - a plan without a prediction still lists the layout
         perf = None
-    tokens = perf["tokens_per_second_per_gpu"] if perf else None
+    tokens = perf.tokens_per_second_per_gpu if perf else None
     node = variant.gpus_per_node
     return {
         "tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp,
@@ -214,7 +229,7 @@ def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, full, 
         "pipeline_bubble_fraction": round(bubble_fraction(pp, m, vpp), 4),
         "tp_within_node": tp <= node and node % tp == 0,
         "score": round(1 / tokens, 9) if tokens else None,
-        "performance": perf if full or perf is None else _compact(perf),
+        "performance": perf,  # a PERF.Prediction until rendered (_render)
         "flags": _flags(tp, pp, cp, ep, etp, mbs, vpp),
     }
 
