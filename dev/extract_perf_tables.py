@@ -8,7 +8,7 @@ release, section, system and the source line.  A cell "a (b)" keeps a (the table
 the parenthesised one is another quantization granularity, per the table's note).  The 25.09 tables
 do not state the precision and are left out (listed in "skipped").
 
-  .venv/bin/python dev/extract_perf_tables.py [--mirror DIR]
+  .venv/bin/python dev/extract_perf_tables.py --mirror DIR   (or $MEGATRON_BRIDGE_MIRROR)
 """
 
 import argparse
@@ -75,8 +75,12 @@ def rows_of(text, path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mirror", default="/work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo")
+    parser.add_argument("--mirror", default=os.environ.get("MEGATRON_BRIDGE_MIRROR"),
+                        help="git directory of NVIDIA-NeMo/Megatron-Bridge holding COMMIT "
+                             "(default: $MEGATRON_BRIDGE_MIRROR)")
     args = parser.parse_args()
+    if not args.mirror:
+        parser.error("give --mirror DIR or set $MEGATRON_BRIDGE_MIRROR")
     rows, skipped = [], []
     for path in PATHS:
         text = subprocess.run(["git", "-C", args.mirror, "show", f"{COMMIT}:{path}"], check=True,
