@@ -1,7 +1,8 @@
 """``--plan``: enumerate every valid layout for a model and a world size, fastest first.
 
 Candidates are the (TP, PP, CP, EP, ETP) whose product fits the world, and, where the flags leave
-them free, the micro-batch size (1, 2, 4, 8 dividing the global batch per DP rank) and the virtual
+them free, the micro-batch size (1, 2, 4, 8 dividing the global batch per DP rank; larger ones
+only while they fit in memory) and then, at each candidate's fastest micro batch, the virtual
 pipeline size (divisors of the layers per stage, up to 8, with the interleaved schedule's
 microbatch rule).  Cheap divisibility filters prune them before the full rule table runs.  Ranking
 (best first): fits in GPU memory, then predicted tokens/s/GPU of ``parallel_layout.performance``
@@ -154,12 +155,26 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
         total = mem.get("total_bytes_per_gpu")
         act = mem.get("activation_bytes_per_gpu") or 0
         micro = variant.micro_batch_size or 1
+        # Micro batches first (without interleaving), then the virtual stages at the fastest
+        # micro batch: the two choices barely interact (the micro batch sets GEMM sizes and
+        # memory, VPP the bubble), and searching them apart keeps large worlds fast.
+        base_vpp = None if vpp_free else fixed_vpp
+        found = []
         for mbs in (MBS_OPTIONS if mbs_free else (micro,)):
-            for vpp in (_vpp_options(variant, pp) if vpp_free else (fixed_vpp,)):
-                plan = _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget,
+            if mbs > micro and total is not None and total + act * (mbs - micro) / micro > budget:
+                break  # a larger micro batch only needs more memory
+            plan = _plan(variant, gpu, shape, opts, mbs, base_vpp, micro, total, act, budget,
+                         full, calib, verdicts)
+            if plan:
+                found.append(plan)
+        if vpp_free and found:
+            best = min(found, key=lambda p: p["score"] or float("inf"))["micro_batch_size"]
+            for vpp in _vpp_options(variant, pp)[1:]:
+                plan = _plan(variant, gpu, shape, opts, best, vpp, micro, total, act, budget,
                              full, calib, verdicts)
                 if plan:
-                    plans.append(plan)
+                    found.append(plan)
+        plans += found
     plans.sort(key=lambda p: (p["fits_memory"] is False, p["score"] if p["score"] is not None
                               else float("inf"), p["total_bytes_per_gpu"] or 0))
     plans = plans[:limit] if limit else plans
@@ -194,10 +209,10 @@ def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, full, 
     tp, pp, cp = (variant.tensor_model_parallel_size, variant.pipeline_model_parallel_size,
                   variant.context_parallel_size)
     ep, etp = variant.expert_model_parallel_size, D.etp(variant)
+    # Set in place: the candidate is this loop's own copy and every call sets both.
+    variant.micro_batch_size = mbs
+    variant.num_virtual_stages_per_pipeline_rank = vpp
     if mbs != micro or vpp is not None:  # the candidate was checked without VPP
-        variant = copy.copy(variant)
-        variant.micro_batch_size = mbs
-        variant.num_virtual_stages_per_pipeline_rank = vpp
         # The variant rules read only PP, VPP, the micro batch, DP and the fixed model and batch.
         key = (pp, vpp, mbs, D.data_parallel_size(variant))
         if key not in verdicts:
