@@ -65,6 +65,9 @@ def rows_of(text, path):
             cells = [c for c in line.strip().strip("|").split("|")]
             row = {"release": release, "section": section, "system": system, "model": model}
             row.update({k: cell(k, c) for k, c in zip(header, cells)})
+            marks = re.findall(r"\[\^([^\]]*)\]", line)
+            if marks:  # the table's footnotes on this row (e.g. a known regression)
+                row["footnotes"] = marks
             note = re.search(r"\(([^)]*)\)", dict(zip(header, cells)).get("model", "") or "")
             if note:
                 row["model_note"] = note.group(1)
@@ -81,10 +84,11 @@ def main():
     args = parser.parse_args()
     if not args.mirror:
         parser.error("give --mirror DIR or set $MEGATRON_BRIDGE_MIRROR")
-    rows, skipped = [], []
+    rows, skipped, notes = [], [], {}
     for path in PATHS:
         text = subprocess.run(["git", "-C", args.mirror, "show", f"{COMMIT}:{path}"], check=True,
                               capture_output=True, text=True).stdout
+        notes.update(dict(re.findall(r"^\[\^([^\]]+)\]:\s*(.+)$", text, re.M)))
         for row in rows_of(text, path):
             if "precision" not in row:
                 skipped.append({"release": row["release"], "model": row["model"],
@@ -104,12 +108,13 @@ def main():
            "note": "Megatron-Bridge performance summary and archive: measured tokens/s/GPU and "
                    "model TFLOP/s/GPU per container release. MoE rows force-balance tokens "
                    "across experts (the tables' footnote).",
-           "rows": rows, "skipped": skipped}
+           "rows": rows, "skipped": skipped, "footnotes": notes}
     with open(OUT, "w") as fh:  # one row per line: reviewable diffs
         fh.write('{\n"source": %s,\n"note": %s,\n"rows": [\n'
                  % (json.dumps(out["source"]), json.dumps(out["note"])))
         fh.write(",\n".join(json.dumps(r) for r in rows))
-        fh.write('\n],\n"skipped": [\n' + ",\n".join(json.dumps(r) for r in skipped) + "\n]\n}\n")
+        fh.write('\n],\n"skipped": [\n' + ",\n".join(json.dumps(r) for r in skipped) + "\n],\n")
+        fh.write('"footnotes": %s\n}\n' % json.dumps(notes, indent=1))
     print(f"{len(rows)} rows, {len(skipped)} skipped -> {os.path.relpath(OUT, ROOT)}")
 
 
