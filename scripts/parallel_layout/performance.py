@@ -138,8 +138,20 @@ def model_shape(layout, opts):
         "window": window_len, "window_share": _window_share(skip) if window_len else 0.0,
         "flash": L.attention_backend not in ("unfused", "local") and L.transformer_impl != "local",
     }
-    shape["key"] = tuple(sorted(shape.items()))  # the memo key of everything derived from it
+    shape["key"] = content_id(tuple(sorted(shape.items())))  # memo key of all derived from it
     return shape
+
+
+_CONTENT_IDS = {}
+
+
+def content_id(content):
+    """A small integer per distinct ``content`` (a tuple of every number a memo depends on): the
+    memo keys hash it once here instead of hashing the whole tuple at every lookup."""
+    found = _CONTENT_IDS.get(content)
+    if found is None:
+        found = _CONTENT_IDS[content] = len(_CONTENT_IDS)
+    return found
 
 
 def _moe_layers(layout):
@@ -464,7 +476,7 @@ def hardware(gpu, prec, calib):
         if len(_HARDWARE) > 4096:
             _HARDWARE.clear()
         found = _hardware(gpu, prec, calib)
-        found["key"] = tuple(sorted(found.items()))  # every number the terms read
+        found["key"] = content_id(tuple(sorted(found.items())))  # every number the terms read
         _HARDWARE[key] = found
     return found
 
@@ -620,19 +632,38 @@ def rank_terms(shape, par, hw, opts, layout, layers, last):
 _RANK_CACHE = {}
 
 
-def _rank_terms_cached(shape, par, hw, opts, layout, layers, last):
+def _rank_terms_cached(shape, par, hw, opts, layout, layers, last, static=None):
     """rank_terms, memoised on everything it reads: --plan asks for the same rank under many
-    virtual-stage counts, which change only the bubble, the point-to-point and the DP terms."""
-    key = (shape["key"], hw["key"], par["tp"], par["cp"],
-           par["ep"], par["etp"], par["tokens"], layers,
-           last, tuple(sorted(opts.items())), layout.overlap_moe_expert_parallel_comm,
-           D.recompute_granularity(layout), layout.recompute_num_layers)
+    virtual-stage counts, which change only the bubble, the point-to-point and the DP terms.
+    The last rank differs from the others only by its output layer (unless the EP overlap hides
+    behind it), so both share one entry and the output layer is added apart."""
+    if static is None:
+        static = _static_key(shape, hw, opts, layout)
+    apart = last and not layout.overlap_moe_expert_parallel_comm
+    key = (par["tp"], par["cp"], par["ep"], par["etp"], par["tokens"], layers,
+           last and not apart, static)
     found = _RANK_CACHE.get(key)
     if found is None:
         if len(_RANK_CACHE) > 20000:
             _RANK_CACHE.clear()
-        found = _RANK_CACHE[key] = rank_terms(shape, par, hw, opts, layout, layers, last)
+        terms, n_dense, n_moe = rank_terms(shape, par, hw, opts, layout, layers,
+                                           last and not apart)
+        found = _RANK_CACHE[key] = (terms, n_dense, n_moe, sum(terms.values()))
+    if apart:
+        out_key = ("output", par["tp"], par["tokens"], static)
+        out = _RANK_CACHE.get(out_key)
+        if out is None:
+            out = _RANK_CACHE[out_key] = output_layer_seconds(shape, par, hw)
+        terms = dict(found[0], output_layer=out)  # same key order: the same float sum
+        found = (terms, found[1], found[2], sum(terms.values()))
     return found
+
+
+def _static_key(shape, hw, opts, layout):
+    """The part of the rank-terms key that --plan never varies (model, hardware, flags)."""
+    return content_id((shape["key"], hw["key"], tuple(sorted(opts.items())),
+                       layout.overlap_moe_expert_parallel_comm, D.recompute_granularity(layout),
+                       layout.recompute_num_layers))
 
 
 def evaluate(layout, shape, par, hw, opts, gpu, prec, calib):
@@ -640,9 +671,11 @@ def evaluate(layout, shape, par, hw, opts, gpu, prec, calib):
     pp, vpp, m = par["pp"], par["vpp"], par["m"]
     # The slowest pipeline rank sets the pace of every microbatch slot.
     kinds = {(n, last) for n, _, last in rank_layers(L, shape)}  # ranks alike are one case
-    terms, n_dense, n_moe = max(
-        (_rank_terms_cached(shape, par, hw, opts, L, n, last) for n, last in sorted(kinds)),
-        key=lambda t: sum(t[0].values()))
+    static = _static_key(shape, hw, opts, L)
+    terms, n_dense, n_moe, _ = max(
+        (_rank_terms_cached(shape, par, hw, opts, L, n, last, static)
+         for n, last in sorted(kinds)),
+        key=lambda t: t[3])
     p2p = pp_p2p_seconds(shape, par, hw)
     if vpp > 1 and L.overlap_p2p_comm:  # the interleaved schedule overlaps send/recv with compute
         p2p = max(0.0, p2p - sum(terms.values()))

@@ -17,7 +17,7 @@ from . import derive as D
 from . import gpus as G
 from . import memory as M
 from . import performance as PERF
-from .rules import RULES, check, divisors, version_tuple
+from .rules import RULES, Ctx, Skip, check, divisors, version_tuple
 
 DEFAULT_GPU_MEMORY_GIB = 80
 DEFAULT_GPU = "h100"  # the GPU --plan predicts for without --gpu
@@ -39,6 +39,20 @@ SIZE_RULES = frozenset({
 PLAN_RULES = tuple(r for r in RULES if r.kind == "error" and r.id in SIZE_RULES)
 FIXED_RULES = tuple(r for r in RULES if r.kind == "error" and r.id not in SIZE_RULES)
 VARIANT_RULES = tuple(r for r in RULES if r.kind == "error" and r.id in VARIANT_RULE_IDS)
+
+
+def _violates(layout, rules):
+    """True when one of ``rules`` finds a violation.  The loop of ``rules.check`` without what
+    --plan discards (the derived sizes, the unverified-release list, every other violation):
+    it stops at the first violation, and the memory estimate runs only for valid candidates."""
+    ctx = Ctx(layout)
+    for rule in rules:
+        try:
+            if rule.check(ctx) is not None:
+                return True
+        except Skip:
+            continue
+    return False
 
 
 def _prune(layout, tp, pp, cp, ep, etp):
@@ -148,10 +162,9 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
         variant = _variant(layout, tp, pp, cp, ep, etp)
         if mbs_free:
             variant.micro_batch_size = 1
-        result = check(variant, rules=PLAN_RULES, with_memory=True)
-        if not result.valid:
+        if _violates(variant, PLAN_RULES):
             continue
-        mem = result.memory or {}
+        mem = M.estimate(variant) or {}
         total = mem.get("total_bytes_per_gpu")
         act = mem.get("activation_bytes_per_gpu") or 0
         micro = variant.micro_batch_size or 1
@@ -216,8 +229,7 @@ def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, full, 
         # The variant rules read only PP, VPP, the micro batch, DP and the fixed model and batch.
         key = (pp, vpp, mbs, D.data_parallel_size(variant))
         if key not in verdicts:
-            verdicts[key] = check(variant, rules=VARIANT_RULES, with_memory=False,
-                                  suggest=False).valid
+            verdicts[key] = not _violates(variant, VARIANT_RULES)
         if not verdicts[key]:
             return None
     if total is not None and mbs != micro:
