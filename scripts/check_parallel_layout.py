@@ -198,8 +198,12 @@ def performance_line(perf, layout, valid):
             f"(MFU {perf['mfu']:.1%}); largest terms: {top}")
 
 
-def plan_lines(plans, limit, own_rank=None, gpu_name=None):
+def plan_lines(plans, limit, own_rank=None, gpu_name=None, bounded_out=0):
     lines = [f"{len(plans)} valid layout(s), fastest first (predicted on {gpu_name}):"]
+    if bounded_out:
+        lines[0] = (f"{len(plans)} valid layout(s) evaluated, fastest first (predicted on "
+                    f"{gpu_name}); {bounded_out} more size choice(s) left out, bounded slower "
+                    "than these (--full evaluates all):")
     header = ("  TP  PP  CP  EP ETP    DP mbs vpp     m  fits  tok/s/GPU   MFU  bubble "
               "    mem/GPU  flags")
     lines.append(header)
@@ -329,8 +333,10 @@ def run(argv):
     if args.plan:
         from parallel_layout import plan
         plan_gpu = gpu or plan.G.get(plan.DEFAULT_GPU)
+        plan_stats = {}
         plans = plan.enumerate_layouts(layout, gpu=plan_gpu, full=args.full,
-                                       detail=limit or None)
+                                       detail=limit or None, exact=limit or None,
+                                       own=layout if result.valid else None, stats=plan_stats)
         own_rank = plan.rank_of(layout, plans) if result.valid else None
     if args.json:
         out = {"schema_version": SCHEMA_VERSION, "megatron_core_version": version,
@@ -342,6 +348,9 @@ def run(argv):
         if plans is not None:
             out["plan"] = plans[:limit or None]
             out["plan_count"] = len(plans)
+            # Size choices whose lower bound is slower than the plans shown and the given layout
+            # (not evaluated; --full evaluates all).
+            out["plan_bounded_out"] = plan_stats.get("bounded_out", 0)
             out["plan_rank"] = own_rank
             out["plan_gpu"] = plan_gpu["name"]
         print(json.dumps(out))
@@ -352,7 +361,8 @@ def run(argv):
         if gpu is not None:
             print(performance_line(performance, layout, result.valid))
         if plans is not None:
-            print(plan_lines(plans, limit, own_rank, plan_gpu["name"]))
+            print(plan_lines(plans, limit, own_rank, plan_gpu["name"],
+                             plan_stats.get("bounded_out", 0)))
     if args.plan:
         return 0 if plans else 1
     disagrees = args.verify and extra["verify"].get("available") and not extra["verify"]["agrees"]

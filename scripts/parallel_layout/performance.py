@@ -695,6 +695,30 @@ def evaluate(layout, shape, par, hw, opts, gpu, prec, calib):
     return Prediction(step, seconds, tokens_per_gpu, shape, hw, gpu, prec, calib)
 
 
+def step_lower_bound(layout, shape, hw, opts, mbs):
+    """Seconds no variant of ``layout`` with a micro batch of at most ``mbs`` (any virtual stages)
+    can beat: the global batch's tokens at the per-token cost of a microbatch slot of ``mbs``.
+    Every slot term, per token, is flat or shrinks with the micro batch (linear traffic and FLOPs;
+    a GEMM's weight traffic, the step latencies and the MoE sync spread over more tokens), so the
+    largest micro batch costs least per token.  Left out, as at least zero: the bubble, the
+    point-to-point, DP and optimizer terms, and the terms an overlap hides (their exposed share
+    is not monotone in the micro batch).  --plan bounds candidates with it before evaluating."""
+    L = layout
+    par = parallel(L)
+    par.update(mbs=mbs, tokens=mbs * L.seq_length / par["cp"])
+    static = _static_key(shape, hw, opts, L)
+    skip = {"recompute"} if (opts.get("--tp-comm-overlap")
+                             or L.overlap_moe_expert_parallel_comm) else set()
+    if opts.get("--tp-comm-overlap"):
+        skip.add("tp_comm")
+    if L.overlap_moe_expert_parallel_comm:
+        skip.add("ep_comm")
+    slot = max(sum(v for k, v in _rank_terms_cached(shape, par, hw, opts, L, n, last,
+                                                    static)[0].items() if k not in skip)
+               for n, _, last in rank_layers(L, shape))
+    return L.global_batch_size / (par["dp"] * mbs) * slot
+
+
 class Prediction:
     """A computed step: ``tokens_per_second_per_gpu`` at once, the JSON-ready ``performance``
     object on demand (``as_dict``), so --plan renders only the plans it prints."""

@@ -140,9 +140,15 @@ def bubble_fraction(pp, m, vpp=None):
     return (pp - 1) / (v * m + pp - 1)
 
 
-def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, detail=None):
+def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, detail=None,
+                      exact=None, own=None, stats=None):
     """All valid layouts, ranked best first; each entry is JSON-ready with its predicted
-    ``performance`` (compact unless ``full``; only tokens/s/GPU past the first ``detail``)."""
+    ``performance`` (compact unless ``full``; only tokens/s/GPU past the first ``detail``).
+
+    With ``exact=N`` only the first N fitting plans and the plans ranked above ``own`` (the
+    user's layout) must be exact: candidates are evaluated in order of ``step_lower_bound`` and
+    one whose bound is slower than both is left out whole (``stats["bounded_out"]`` counts them).
+    The first N plans and the rank of ``own`` are those of the full search."""
     plans = []
     base = _variant(layout, 1, 1, 1, 1, 1)
     if not check(base, rules=FIXED_RULES, with_memory=False).valid:
@@ -158,6 +164,7 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
                 and D.hybrid_segments(layout) is None)
     fixed_vpp = None if vpp_free else D.virtual_pipeline_size(layout)
     verdicts = {}  # (PP, VPP, micro batch, DP) -> the variant rules' verdict
+    cands = []
     for tp, pp, cp, ep, etp in candidates(layout):
         variant = _variant(layout, tp, pp, cp, ep, etp)
         if mbs_free:
@@ -168,32 +175,94 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
         total = mem.get("total_bytes_per_gpu")
         act = mem.get("activation_bytes_per_gpu") or 0
         micro = variant.micro_batch_size or 1
-        # Micro batches first (without interleaving), then the virtual stages at the fastest
-        # micro batch: the two choices barely interact (the micro batch sets GEMM sizes and
-        # memory, VPP the bubble), and searching them apart keeps large worlds fast.
-        base_vpp = None if vpp_free else fixed_vpp
-        found = []
+        mbs_list = []
         for mbs in (MBS_OPTIONS if mbs_free else (micro,)):
             if mbs > micro and total is not None and total + act * (mbs - micro) / micro > budget:
                 break  # a larger micro batch only needs more memory
-            plan = _plan(variant, gpu, shape, opts, mbs, base_vpp, micro, total, act, budget,
+            mbs_list.append(mbs)
+        cands.append((variant, total, act, micro, mbs_list))
+
+    def expand(variant, total, act, micro, mbs_list):
+        # Micro batches first (without interleaving), then the virtual stages at the fastest
+        # micro batch: the two choices barely interact (the micro batch sets GEMM sizes and
+        # memory, VPP the bubble), and searching them apart keeps large worlds fast.
+        found = []
+        for mbs in mbs_list:
+            plan = _plan(variant, gpu, shape, opts, mbs, fixed_vpp, micro, total, act, budget,
                          full, calib, verdicts)
             if plan:
                 found.append(plan)
         if vpp_free and found:
             best = min(found, key=lambda p: p["score"] or float("inf"))["micro_batch_size"]
-            for vpp in _vpp_options(variant, pp)[1:]:
+            for vpp in _vpp_options(variant, variant.pipeline_model_parallel_size)[1:]:
                 plan = _plan(variant, gpu, shape, opts, best, vpp, micro, total, act, budget,
                              full, calib, verdicts)
                 if plan:
                     found.append(plan)
-        plans += found
+        return found
+
+    bounds = _lower_bounds(layout, cands, gpu, shape, opts, calib) if exact else None
+    order = range(len(cands))
+    own_index = None
+    if bounds is not None:
+        own_sizes = _sizes(own) if own is not None else None
+        own_index = next((i for i, c in enumerate(cands) if _sizes(c[0]) == own_sizes), None)
+        order = sorted(order, key=lambda i: (i != own_index, bounds[i]))
+    per_cand = {}
+    kept = []  # scores of the best ``exact`` fitting plans so far, ascending
+    own_score = None
+    bounded_out = 0
+    for i in order:
+        if bounds is not None and len(kept) >= exact:
+            limit_score = max(kept[exact - 1], own_score) if own_score else kept[exact - 1]
+            if bounds[i] > limit_score + 1e-9:
+                bounded_out += 1
+                continue
+        found = per_cand[i] = expand(*cands[i])
+        if bounds is None:
+            continue
+        if i == own_index:
+            mine = rank_of(own, found)
+            if mine is not None and found[mine - 1]["fits_memory"] is False:
+                bounds = None  # every fitting plan ranks above it: nothing may be left out
+                continue
+            own_score = found[mine - 1]["score"] if mine is not None else None
+        kept = sorted(kept + [p["score"] for p in found
+                              if p["fits_memory"] is not False and p["score"] is not None]
+                      )[:exact]
+    for i in sorted(per_cand):  # candidate order, so ties sort as in the full search
+        plans += per_cand[i]
     plans.sort(key=lambda p: (p["fits_memory"] is False, p["score"] if p["score"] is not None
                               else float("inf"), p["total_bytes_per_gpu"] or 0))
     plans = plans[:limit] if limit else plans
     for i, p in enumerate(plans):  # render only what is shown; the rest keep tokens/s only
         p["performance"] = _render(p["performance"], full, detail is None or i < detail)
+    if stats is not None:
+        stats["bounded_out"] = bounded_out
     return plans
+
+
+def _sizes(layout):
+    return (layout.tensor_model_parallel_size, layout.pipeline_model_parallel_size,
+            layout.context_parallel_size, layout.expert_model_parallel_size, D.etp(layout))
+
+
+def _lower_bounds(layout, cands, gpu, shape, opts, calib):
+    """Per candidate, the score (GPU-seconds per token) none of its variants can beat
+    (``performance.step_lower_bound`` at its largest micro batch), or None when the model cannot
+    predict this model at all (then nothing is bounded)."""
+    if not layout.global_batch_size or not layout.seq_length or shape.get("vocab") is None:
+        return None
+    try:
+        prec = PERF.precision(layout, opts)
+        if prec == "fp32" or D.hybrid_segments(layout) is not None:
+            return None
+        hw = PERF.hardware(gpu, prec, calib or PERF.calibration())
+        tokens = layout.global_batch_size * layout.seq_length
+        return [PERF.step_lower_bound(c[0], shape, hw, opts, max(c[4] or [c[3]]))
+                * layout.world_size / tokens for c in cands]
+    except Exception:  # noqa: BLE001 - no bound: every candidate is evaluated
+        return None
 
 
 def _render(perf, full, detailed):
