@@ -161,7 +161,13 @@ def section():
         "first, then predicted tokens/s/GPU (`score` = predicted GPU-seconds per token), then",
         "memory. Activation memory of a micro-batch variant scales linearly with the micro batch.",
         "Default output: 10 layouts (text under 4 KB, `--json` under 16 KB); `--full` lists all,",
-        "each with its whole breakdown.", "",
+        "each with its whole breakdown. Without `--full` the search is bounded: each size",
+        "choice gets a lower bound on its step time (`performance.step_lower_bound`: the",
+        "per-token cost of a microbatch at its largest micro batch, without the bubble, DP,",
+        "optimizer and overlapped terms); choices are evaluated best bound first, and one",
+        "whose bound is slower than the plans shown and the given layout is left out",
+        "(`plan_bounded_out` counts them). The plans shown and `plan_rank` are those of the",
+        "full search.", "",
         f"Against the held-out published layouts (model, GPUs, batch, micro batch and virtual "
         f"stages as published, the sizes free), the published layout is in the top 3 for "
         f"{ranks['top3']} of {ranks['held_out']} rows; {ranks['ranked']} are ranked at all (the "

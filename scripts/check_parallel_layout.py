@@ -234,7 +234,9 @@ def plan_lines(plans, limit, own_rank=None, gpu_name=None, bounded_out=0):
                      "the Megatron flags)")
     lines.append("flags abbreviated: --tp/--pp/--cp/--ep/--etp/--mbs/--vpp stand for "
                  "--tensor-model-parallel-size ... --num-virtual-stages-per-pipeline-rank")
-    lines.append(f"Your layout ranks {own_rank} of {len(plans)} (sizes, micro batch and "
+    of = f"of {len(plans)}" if not bounded_out else \
+        f"of {len(plans)} evaluated; the {bounded_out} left out rank below it"
+    lines.append(f"Your layout ranks {own_rank} {of} (sizes, micro batch and "
                  "virtual stages; the plan uses even splits)." if own_rank else
                  "Your layout is not among them (it is invalid or uses an uneven split).")
     return "\n".join(lines)

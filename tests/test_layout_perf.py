@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 sys.path.insert(0, os.path.join(ROOT, "dev"))
 
 from parallel_layout import calibration as C  # noqa: E402
-from parallel_layout import flags, gpus, performance as P, plan  # noqa: E402
+from parallel_layout import derive as D, flags, gpus, performance as P, plan  # noqa: E402
 from parallel_layout.errors import BadInput  # noqa: E402
 
 DATA = os.path.join(ROOT, "tests", "data")
@@ -377,3 +377,48 @@ def test_text_says_why_a_layout_is_not_predicted(extra, needle):
     assert f"Performance: not predicted ({needle}" in out
     rc, out, _ = run(argv + ["--json"])
     assert json.loads(out)["performance"] is None
+
+
+def _moe_rows_mbs_free(n):
+    rows = [(r, L, g) for r, L, g in TEST_ITEMS if D.num_experts(L)][:n]
+    out = []
+    for row, layout, gpu in rows:
+        free = copy.copy(layout)
+        free.micro_batch_size = None
+        out += [(layout, gpu), (free, gpu)]
+    return out
+
+
+def test_bounded_plan_shows_the_full_searchs_first_plans_and_rank():
+    """--plan's bound (plan.enumerate_layouts(exact=N)) leaves out only size choices that rank
+    below the first N and below the given layout: both equal the full search's."""
+    left_out = 0
+    for layout, gpu in _moe_rows_mbs_free(4):
+        full = plan.enumerate_layouts(layout, gpu=gpu, detail=0)
+        stats = {}
+        bounded = plan.enumerate_layouts(layout, gpu=gpu, detail=0, exact=3, own=layout,
+                                         stats=stats)
+        left_out += stats["bounded_out"]
+        key = [(p["flags"], p["score"]) for p in full[:3]]
+        assert key == [(p["flags"], p["score"]) for p in bounded[:3]]
+        assert plan.rank_of(layout, full) == plan.rank_of(layout, bounded)
+    assert left_out > 0  # the bound does leave choices out
+
+
+def test_step_lower_bound_is_below_every_variant():
+    layout, gpu = _moe_rows_mbs_free(1)[1]
+    opts = P.perf_options(layout)
+    shape = P.model_shape(layout, opts)
+    hw = P.hardware(gpu, P.precision(layout, opts), P.calibration())
+    for p in plan.enumerate_layouts(layout, gpu=gpu, detail=0)[:400]:
+        variant = copy.copy(layout)
+        for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size",
+                  "context_parallel_size", "expert_model_parallel_size"):
+            setattr(variant, k, p[k])
+        variant.expert_tensor_parallel_size = p["expert_tensor_parallel_size"]
+        variant.sequence_parallel = p["tensor_model_parallel_size"] > 1
+        variant.micro_batch_size = p["micro_batch_size"]
+        variant.num_virtual_stages_per_pipeline_rank = p["virtual_pipeline_model_parallel_size"]
+        seconds = P.prediction(variant, gpu, opts=opts, shape=shape).seconds
+        bound = P.step_lower_bound(variant, shape, hw, opts, 8)
+        assert bound <= seconds * (1 + 1e-9)
