@@ -171,6 +171,10 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
             variant.micro_batch_size = 1
         if _violates(variant, PLAN_RULES):
             continue
+        cands.append(variant)
+
+    def expand(variant):
+        # The memory estimate runs here, for the candidates not bounded out only.
         mem = M.estimate(variant) or {}
         total = mem.get("total_bytes_per_gpu")
         act = mem.get("activation_bytes_per_gpu") or 0
@@ -180,9 +184,6 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
             if mbs > micro and total is not None and total + act * (mbs - micro) / micro > budget:
                 break  # a larger micro batch only needs more memory
             mbs_list.append(mbs)
-        cands.append((variant, total, act, micro, mbs_list))
-
-    def expand(variant, total, act, micro, mbs_list):
         # Micro batches first (without interleaving), then the virtual stages at the fastest
         # micro batch: the two choices barely interact (the micro batch sets GEMM sizes and
         # memory, VPP the bubble), and searching them apart keeps large worlds fast.
@@ -201,12 +202,13 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
                     found.append(plan)
         return found
 
-    bounds = _lower_bounds(layout, cands, gpu, shape, opts, calib) if exact else None
+    largest = max(MBS_OPTIONS) if mbs_free else (layout.micro_batch_size or 1)
+    bounds = _lower_bounds(layout, cands, gpu, shape, opts, calib, largest) if exact else None
     order = range(len(cands))
     own_index = None
     if bounds is not None:
         own_sizes = _sizes(own) if own is not None else None
-        own_index = next((i for i, c in enumerate(cands) if _sizes(c[0]) == own_sizes), None)
+        own_index = next((i for i, c in enumerate(cands) if _sizes(c) == own_sizes), None)
         order = sorted(order, key=lambda i: (i != own_index, bounds[i]))
     per_cand = {}
     kept = []  # scores of the best ``exact`` fitting plans so far, ascending
@@ -218,7 +220,7 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
             if bounds[i] > limit_score + 1e-9:
                 bounded_out += 1
                 continue
-        found = per_cand[i] = expand(*cands[i])
+        found = per_cand[i] = expand(cands[i])
         if bounds is None:
             continue
         if i == own_index:
@@ -247,9 +249,9 @@ def _sizes(layout):
             layout.context_parallel_size, layout.expert_model_parallel_size, D.etp(layout))
 
 
-def _lower_bounds(layout, cands, gpu, shape, opts, calib):
+def _lower_bounds(layout, cands, gpu, shape, opts, calib, largest):
     """Per candidate, the score (GPU-seconds per token) none of its variants can beat
-    (``performance.step_lower_bound`` at its largest micro batch), or None when the model cannot
+    (``performance.step_lower_bound`` at the ``largest`` micro batch), or None when the model cannot
     predict this model at all (then nothing is bounded)."""
     if not layout.global_batch_size or not layout.seq_length or shape.get("vocab") is None:
         return None
@@ -259,8 +261,8 @@ def _lower_bounds(layout, cands, gpu, shape, opts, calib):
             return None
         hw = PERF.hardware(gpu, prec, calib or PERF.calibration())
         tokens = layout.global_batch_size * layout.seq_length
-        return [PERF.step_lower_bound(c[0], shape, hw, opts, max(c[4] or [c[3]]))
-                * layout.world_size / tokens for c in cands]
+        return [PERF.step_lower_bound(c, shape, hw, opts, largest) * layout.world_size / tokens
+                for c in cands]
     except Exception:  # noqa: BLE001 - no bound: every candidate is evaluated
         return None
 
