@@ -154,10 +154,14 @@ def section():
     out += [
         "### How `--plan` ranks", "",
         "Every valid (TP, PP, CP, EP, ETP) with an even split (or the split policy of",
-        "`--account-for-*`), and, where the flags leave them free, micro-batch sizes 1, 2, 4, 8",
+        "`--account-for-*`; where no split flag is given, or a layout string is, a PP x VPP",
+        "that does not divide the layers gets the layout string spreading them, the larger",
+        "stages in the middle: how Megatron-Bridge splits DeepSeek-V3's 61 layers), and,",
+        "where the flags leave them free, micro-batch sizes 1, 2, 4, 8",
         "(with `--global-batch-size` given and no `--micro-batch-size`; larger ones while they",
         "fit) and then, at each candidate's fastest micro batch, virtual stages 2-8 dividing the",
-        "layers per stage (no VPP flag given). Order: layouts that fit in memory",
+        "layers per stage (any 2-8 with a spread string; no VPP flag given). Order: layouts",
+        "that fit in memory",
         "first, then predicted tokens/s/GPU (`score` = predicted GPU-seconds per token), then",
         "memory. Activation memory of a micro-batch variant scales linearly with the micro batch.",
         "Default output: 10 layouts (text under 4 KB, `--json` under 16 KB); `--full` lists all,",
@@ -170,8 +174,9 @@ def section():
         "full search.", "",
         f"Against the held-out published layouts (model, GPUs, batch, micro batch and virtual "
         f"stages as published, the sizes free), the published layout is in the top 3 for "
-        f"{ranks['top3']} of {ranks['held_out']} rows; {ranks['ranked']} are ranked at all (the "
-        "others use layout strings the plan does not enumerate). Where ranked, the plan's first "
+        f"{ranks['top3']} of {ranks['held_out']} rows ({ranks['ranked']} ranked at all; median "
+        f"rank {statistics.median(r['rank'] for r in ranks['rows'] if r['rank'])}). Where ranked, "
+        "the plan's first "
         f"is predicted {pct(statistics.median(gaps))} faster than the published layout (median; "
         f"{sum(1 for g in gaps if g <= 0.05)} of {len(gaps)} within 5%): many layouts are "
         "predicted within a few percent of each other. The model under-rates "

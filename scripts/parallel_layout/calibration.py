@@ -242,9 +242,7 @@ def plan_ranks(items, calib=None):
         rank = plan.rank_of(layout, plans)
         why = None
         if rank is None:
-            why = ("uneven pipeline split given as a layout string: --plan enumerates even "
-                   "splits" if layout.pipeline_model_parallel_layout else
-                   "not among the valid layouts that fit")
+            why = "not among the valid layouts --plan enumerates"
         gap = None  # how much faster than the published layout the plan's first predicts
         if rank is not None:
             first = plans[0]["performance"]["tokens_per_second_per_gpu"]

@@ -55,7 +55,35 @@ def _violates(layout, rules):
     return False
 
 
-def _prune(layout, tp, pp, cp, ep, etp):
+def spread_free(layout):
+    """True when the flags leave the pipeline split free (no --decoder-first/last-pipeline-num-
+    layers, no --account-for-*, no hybrid pattern; a layout string may be given): then a PP (x VPP)
+    that does not divide the layers is planned with the spread layout string of ``layout_string``,
+    as Megatron-Bridge's recipes split DeepSeek-V3's and Kimi-K2's 61 layers."""
+    L = layout
+    return bool(L.num_layers) and not (
+        L.decoder_first_pipeline_num_layers or L.decoder_last_pipeline_num_layers
+        or L.account_for_embedding_in_pipeline_split or L.account_for_loss_in_pipeline_split
+        or D.hybrid_segments(L) is not None)
+
+
+def _uneven(layout, pp, vpp):
+    return layout.num_layers % (pp * (vpp or 1)) != 0
+
+
+def _set_split(variant, spread, vpp):
+    """Virtual stages ``vpp`` on ``variant``: the flag, or a spread layout string where the layers
+    do not divide over the stages."""
+    pp = variant.pipeline_model_parallel_size
+    if spread and pp > 1 and _uneven(variant, pp, vpp):
+        variant.pipeline_model_parallel_layout = layout_string(variant.num_layers, pp, vpp)
+        variant.num_virtual_stages_per_pipeline_rank = None
+    else:
+        variant.pipeline_model_parallel_layout = None
+        variant.num_virtual_stages_per_pipeline_rank = vpp
+
+
+def _prune(layout, tp, pp, cp, ep, etp, spread=False):
     """Fast necessary conditions, so most candidates never reach check()."""
     L = layout
     if L.num_attention_heads and L.num_attention_heads % tp:
@@ -67,8 +95,8 @@ def _prune(layout, tp, pp, cp, ep, etp):
         return False
     if L.num_layers and pp > L.num_layers:
         return False
-    if L.num_layers and D.layers_for_split(L) % pp:
-        return False  # candidates use an even split
+    if L.num_layers and D.layers_for_split(L) % pp and not spread:
+        return False  # candidates use an even split (or a spread layout string)
     ffn = D.ffn_hidden_size(L)
     if ffn and ffn % tp:
         return False
@@ -90,7 +118,7 @@ def _prune(layout, tp, pp, cp, ep, etp):
     return True
 
 
-def candidates(layout):
+def candidates(layout, spread=False):
     L = layout
     world = L.world_size
     divs = divisors(world)
@@ -98,7 +126,8 @@ def candidates(layout):
     ep_options = [e for e in divs if experts and experts % e == 0] if experts else [1]
     # Per-axis filters first, so a world with many divisors stays fast.
     tps = [t for t in divs if not L.num_attention_heads or L.num_attention_heads % t == 0]
-    pps = [p for p in divs if not L.num_layers or D.layers_for_split(L) % p == 0]
+    pps = [p for p in divs if not L.num_layers or D.layers_for_split(L) % p == 0
+           or (spread and p <= L.num_layers)]
     cps = [c for c in divs if c == 1 or not L.seq_length or L.seq_length % (2 * c) == 0]
     for tp in tps:
         for pp in pps:
@@ -110,7 +139,7 @@ def candidates(layout):
                 etp_options = sorted({tp, 1}) if experts else [tp]
                 for ep in ep_options:
                     for etp in etp_options:
-                        if _prune(layout, tp, pp, cp, ep, etp):
+                        if _prune(layout, tp, pp, cp, ep, etp, spread):
                             yield tp, pp, cp, ep, etp
 
 
@@ -165,10 +194,16 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
     fixed_vpp = None if vpp_free else D.virtual_pipeline_size(layout)
     verdicts = {}  # (PP, VPP, micro batch, DP) -> the variant rules' verdict
     cands = []
-    for tp, pp, cp, ep, etp in candidates(layout):
+    spread = spread_free(layout)
+    for tp, pp, cp, ep, etp in candidates(layout, spread):
         variant = _variant(layout, tp, pp, cp, ep, etp)
         if mbs_free:
             variant.micro_batch_size = 1
+        if spread and pp > 1 and _uneven(variant, pp, fixed_vpp):
+            if pp * (fixed_vpp or 1) > layout.num_layers:
+                continue  # a stage without a decoder layer
+            # Checked (and its memory estimated) with the split it is planned with.
+            _set_split(variant, spread, fixed_vpp)
         if _violates(variant, PLAN_RULES):
             continue
         cands.append(variant)
@@ -190,14 +225,14 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
         found = []
         for mbs in mbs_list:
             plan = _plan(variant, gpu, shape, opts, mbs, fixed_vpp, micro, total, act, budget,
-                         full, calib, verdicts)
+                         full, calib, verdicts, spread)
             if plan:
                 found.append(plan)
         if vpp_free and found:
             best = min(found, key=lambda p: p["score"] or float("inf"))["micro_batch_size"]
-            for vpp in _vpp_options(variant, variant.pipeline_model_parallel_size)[1:]:
+            for vpp in _vpp_options(variant, variant.pipeline_model_parallel_size, spread)[1:]:
                 plan = _plan(variant, gpu, shape, opts, best, vpp, micro, total, act, budget,
-                             full, calib, verdicts)
+                             full, calib, verdicts, spread)
                 if plan:
                     found.append(plan)
         return found
@@ -279,14 +314,17 @@ def _render(perf, full, detailed):
     return _compact(d)
 
 
-def _vpp_options(variant, pp):
+def _vpp_options(variant, pp, spread=False):
     if pp <= 1 or not variant.num_layers:
         return (None,)
+    if spread and _uneven(variant, pp, None):  # spread strings: any VPP with a layer per stage
+        return (None,) + tuple(v for v in range(2, MAX_VPP + 1) if pp * v <= variant.num_layers)
     per_stage = D.layers_for_split(variant) // pp
     return (None,) + tuple(v for v in range(2, MAX_VPP + 1) if per_stage % v == 0)
 
 
-def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, full, calib, verdicts):
+def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, full, calib, verdicts,
+          spread=False):
     """One plan entry for ``variant`` at micro-batch ``mbs`` and virtual stages ``vpp``, or None
     when the interleaving or batch rules reject it.  Activation memory scales with the micro
     batch (Korthikanti et al. 2022: linear in b)."""
@@ -295,7 +333,7 @@ def _plan(variant, gpu, shape, opts, mbs, vpp, micro, total, act, budget, full, 
     ep, etp = variant.expert_model_parallel_size, D.etp(variant)
     # Set in place: the candidate is this loop's own copy and every call sets both.
     variant.micro_batch_size = mbs
-    variant.num_virtual_stages_per_pipeline_rank = vpp
+    _set_split(variant, spread, vpp)
     if mbs != micro or vpp is not None:  # the candidate was checked without VPP
         # The variant rules read only PP, VPP, the micro batch, DP and the fixed model and batch.
         key = (pp, vpp, mbs, D.data_parallel_size(variant))
