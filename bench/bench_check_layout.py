@@ -13,6 +13,7 @@ unpacked from git into a temporary folder, run in the same rounds).
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -80,6 +81,32 @@ def plan_1024(script):
         GPT3[4:]
 
 
+def cpu_seconds(argv):
+    """User + system CPU seconds of one run of ``argv`` (the child's rusage): what a run costs
+    whatever else loads the machine, which wall time on a shared machine does not show."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
+                   check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def cpu_report(cases, n):
+    """CPU seconds (fastest of ``n`` interleaved rounds) of the --plan cases and their baselines."""
+    names = [k for k in cases if k.startswith("plan") and "1024" in k]
+    best = {k: float("inf") for k in names}
+    for _ in range(n):
+        for k in names:
+            best[k] = min(best[k], cpu_seconds(cases[k]))
+    lines = [f"cpu (user+sys, fastest round) {k:<44} {best[k]:.3f} s" for k in names]
+    for k in names:
+        old = f"{k} @{BASELINE_COMMIT}"
+        if old in best:
+            lines.append(f"cpu ratio '{k}': x{best[k] / best[old]:.2f} the --plan of "
+                         f"{BASELINE_COMMIT}")
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -93,6 +120,7 @@ def main():
             cases[f"plan dense (1024 GPUs) @{BASELINE_COMMIT}"] = plan_1024(old)
             cases[f"plan MoE, mbs free (1024 GPUs) @{BASELINE_COMMIT}"] = plan_moe_1024(old)
         times = timing.rounds(cases, args.rounds)
+        cpu_lines = cpu_report(cases, args.rounds) if old else []
     timing.print_table(times, width=44)
     if old:
         import statistics
@@ -105,6 +133,7 @@ def main():
         print(f"--plan MoE 1024 GPUs, micro batch free: {moe_s:.3f} s, x{moe_s / moe_old:.2f} "
               f"the --plan of {BASELINE_COMMIT} ({moe_old:.3f} s; it did not vary the micro "
               "batch)")
+        print("\n".join(cpu_lines))
     for case in ("plan dense (1024 GPUs)", "plan MoE, mbs free (1024 GPUs)"):
         worst = max(times[case])
         print(f"slowest '{case}' run: {worst:.3f} s "

@@ -154,9 +154,9 @@ def section():
     out += [
         "### How `--plan` ranks", "",
         "Every valid (TP, PP, CP, EP, ETP) with an even split (or the split policy of",
-        "`--account-for-*`; where no split flag is given, or a layout string is, a PP x VPP",
-        "that does not divide the layers gets the layout string spreading them, the larger",
-        "stages in the middle: how Megatron-Bridge splits DeepSeek-V3's 61 layers), and,",
+        "`--account-for-*`; where the given split is a layout string, a PP x VPP that does",
+        "not divide the layers gets the layout string spreading them, the larger stages in",
+        "the middle: how Megatron-Bridge splits DeepSeek-V3's 61 layers), and,",
         "where the flags leave them free, micro-batch sizes 1, 2, 4, 8",
         "(with `--global-batch-size` given and no `--micro-batch-size`; larger ones while they",
         "fit) and then, at each candidate's fastest micro batch, virtual stages 2-8 dividing the",

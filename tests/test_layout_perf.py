@@ -423,5 +423,5 @@ def test_step_lower_bound_is_below_every_variant():
         variant.micro_batch_size = p["micro_batch_size"]
         variant.num_virtual_stages_per_pipeline_rank = p["virtual_pipeline_model_parallel_size"]
         seconds = P.prediction(variant, gpu, opts=opts, shape=shape).seconds
-        bound = P.step_lower_bound(variant, shape, hw, opts, 8)
+        bound = P.step_lower_bound(variant, shape, hw, opts, 8, 1, plan.MAX_VPP)
         assert bound <= seconds * (1 + 1e-9)

@@ -695,14 +695,16 @@ def evaluate(layout, shape, par, hw, opts, gpu, prec, calib):
     return Prediction(step, seconds, tokens_per_gpu, shape, hw, gpu, prec, calib)
 
 
-def step_lower_bound(layout, shape, hw, opts, mbs):
-    """Seconds no variant of ``layout`` with a micro batch of at most ``mbs`` (any virtual stages)
-    can beat: the global batch's tokens at the per-token cost of a microbatch slot of ``mbs``.
-    Every slot term, per token, is flat or shrinks with the micro batch (linear traffic and FLOPs;
-    a GEMM's weight traffic, the step latencies and the MoE sync spread over more tokens), so the
-    largest micro batch costs least per token.  Left out, as at least zero: the bubble, the
-    point-to-point, DP and optimizer terms, and the terms an overlap hides (their exposed share
-    is not monotone in the micro batch).  --plan bounds candidates with it before evaluating."""
+def step_lower_bound(layout, shape, hw, opts, mbs, smallest=None, vpp=1):
+    """Seconds no variant of ``layout`` with a micro batch between ``smallest`` (default ``mbs``)
+    and ``mbs`` and at most ``vpp`` virtual stages can beat: the global batch's tokens at the
+    per-token cost of a microbatch slot of ``mbs``, plus the bubble of (PP - 1) / ``vpp`` slots of
+    the smallest micro batch.  Every slot term, per token, is flat or shrinks with the micro batch
+    (linear traffic and FLOPs; a GEMM's weight traffic, the step latencies and the MoE sync spread
+    over more tokens), so the largest micro batch costs least per token, and a slot of b tokens
+    costs at least b / ``mbs`` of the largest's.  Left out, as at least zero: the point-to-point,
+    DP and optimizer terms, and the terms an overlap hides (their exposed share is not monotone
+    in the micro batch).  --plan bounds candidates with it before evaluating."""
     L = layout
     par = parallel(L)
     par.update(mbs=mbs, tokens=mbs * L.seq_length / par["cp"])
@@ -716,7 +718,9 @@ def step_lower_bound(layout, shape, hw, opts, mbs):
     slot = max(sum(v for k, v in _rank_terms_cached(shape, par, hw, opts, L, n, last,
                                                     static)[0].items() if k not in skip)
                for n, _, last in rank_layers(L, shape))
-    return L.global_batch_size / (par["dp"] * mbs) * slot
+    smallest = smallest or mbs
+    bubble = slot * smallest / mbs * (par["pp"] - 1) / vpp
+    return L.global_batch_size / (par["dp"] * mbs) * slot + bubble
 
 
 class Prediction:

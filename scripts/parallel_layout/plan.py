@@ -56,12 +56,13 @@ def _violates(layout, rules):
 
 
 def spread_free(layout):
-    """True when the flags leave the pipeline split free (no --decoder-first/last-pipeline-num-
-    layers, no --account-for-*, no hybrid pattern; a layout string may be given): then a PP (x VPP)
-    that does not divide the layers is planned with the spread layout string of ``layout_string``,
-    as Megatron-Bridge's recipes split DeepSeek-V3's and Kimi-K2's 61 layers."""
+    """True when the given split policy is a layout string (--pipeline-model-parallel-layout,
+    without --decoder-first/last-pipeline-num-layers or --account-for-*): then a PP (x VPP) that
+    does not divide the layers is planned with the spread string of ``layout_string``, as
+    Megatron-Bridge's recipes split DeepSeek-V3's and Kimi-K2's 61 layers.  Without a string the
+    plan keeps Megatron's default, the even split."""
     L = layout
-    return bool(L.num_layers) and not (
+    return bool(L.num_layers and L.pipeline_model_parallel_layout) and not (
         L.decoder_first_pipeline_num_layers or L.decoder_last_pipeline_num_layers
         or L.account_for_embedding_in_pipeline_split or L.account_for_loss_in_pipeline_split
         or D.hybrid_segments(L) is not None)
@@ -208,9 +209,16 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
             continue
         cands.append(variant)
 
-    def expand(variant):
-        # The memory estimate runs here, for the candidates not bounded out only.
-        mem = M.estimate(variant) or {}
+    memo = {}
+
+    def memory(i):  # estimated for the candidates that need it only
+        if i not in memo:
+            memo[i] = M.estimate(cands[i]) or {}
+        return memo[i]
+
+    def expand(i):
+        variant = cands[i]
+        mem = memory(i)
         total = mem.get("total_bytes_per_gpu")
         act = mem.get("activation_bytes_per_gpu") or 0
         micro = variant.micro_batch_size or 1
@@ -238,7 +246,11 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
         return found
 
     largest = max(MBS_OPTIONS) if mbs_free else (layout.micro_batch_size or 1)
-    bounds = _lower_bounds(layout, cands, gpu, shape, opts, calib, largest) if exact else None
+    smallest = 1 if mbs_free else largest
+    vpps = [max(v or 1 for v in _vpp_options(c, c.pipeline_model_parallel_size, spread))
+            if vpp_free else (fixed_vpp or 1) for c in cands]
+    bounds = _lower_bounds(layout, cands, gpu, shape, opts, calib, largest, smallest,
+                           vpps) if exact else None
     order = range(len(cands))
     own_index = None
     if bounds is not None:
@@ -246,27 +258,25 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
         own_index = next((i for i, c in enumerate(cands) if _sizes(c) == own_sizes), None)
         order = sorted(order, key=lambda i: (i != own_index, bounds[i]))
     per_cand = {}
-    kept = []  # scores of the best ``exact`` fitting plans so far, ascending
-    own_score = None
+    kept = []  # sort keys (does not fit, score) of the best ``exact`` plans so far
+    own_key = None
     bounded_out = 0
     for i in order:
-        if bounds is not None and len(kept) >= exact:
-            limit_score = max(kept[exact - 1], own_score) if own_score else kept[exact - 1]
-            if bounds[i] > limit_score + 1e-9:
-                bounded_out += 1
-                continue
-        found = per_cand[i] = expand(cands[i])
+        if bounds is not None and len(kept) >= exact and _below(
+                bounds[i], kept[exact - 1], own_key,
+                lambda: (memory(i).get("total_bytes_per_gpu") or 0) > budget):
+            bounded_out += 1
+            continue
+        found = per_cand[i] = expand(i)
         if bounds is None:
             continue
         if i == own_index:
             mine = rank_of(own, found)
-            if mine is not None and found[mine - 1]["fits_memory"] is False:
-                bounds = None  # every fitting plan ranks above it: nothing may be left out
+            own_key = _key(found[mine - 1]) if mine is not None else None
+            if own_key is not None and own_key[1] is None:
+                bounds = None  # unpredicted: every predicted plan ranks above it
                 continue
-            own_score = found[mine - 1]["score"] if mine is not None else None
-        kept = sorted(kept + [p["score"] for p in found
-                              if p["fits_memory"] is not False and p["score"] is not None]
-                      )[:exact]
+        kept = sorted(kept + [_key(p) for p in found if p["score"] is not None])[:exact]
     for i in sorted(per_cand):  # candidate order, so ties sort as in the full search
         plans += per_cand[i]
     plans.sort(key=lambda p: (p["fits_memory"] is False, p["score"] if p["score"] is not None
@@ -279,14 +289,33 @@ def enumerate_layouts(layout, limit=None, gpu=None, full=False, calib=None, deta
     return plans
 
 
+def _key(plan):
+    return (plan["fits_memory"] is False, plan["score"])
+
+
+def _below(bound, nth, own_key, does_not_fit):
+    """True when every variant of a candidate whose score is at least ``bound`` ranks below both
+    the ``nth`` plan's key and the given layout's (``own_key``, None when it is not a plan).
+    A plan that does not fit ranks below every plan that fits, so past a plan that does not fit
+    only candidates that do not fit either (``does_not_fit()``: at their smallest micro batch,
+    the variants' least memory) can be below it."""
+    for nonfit, score in (nth,) if own_key is None else (nth, own_key):
+        if bound <= score + 1e-9:
+            return False
+        if nonfit and not does_not_fit():
+            return False
+    return True
+
+
 def _sizes(layout):
     return (layout.tensor_model_parallel_size, layout.pipeline_model_parallel_size,
             layout.context_parallel_size, layout.expert_model_parallel_size, D.etp(layout))
 
 
-def _lower_bounds(layout, cands, gpu, shape, opts, calib, largest):
+def _lower_bounds(layout, cands, gpu, shape, opts, calib, largest, smallest, vpps):
     """Per candidate, the score (GPU-seconds per token) none of its variants can beat
-    (``performance.step_lower_bound`` at the ``largest`` micro batch), or None when the model cannot
+    (``performance.step_lower_bound`` from the ``smallest`` to the ``largest`` micro batch, at
+    most ``vpps[i]`` virtual stages), or None when the model cannot
     predict this model at all (then nothing is bounded)."""
     if not layout.global_batch_size or not layout.seq_length or shape.get("vocab") is None:
         return None
@@ -296,8 +325,8 @@ def _lower_bounds(layout, cands, gpu, shape, opts, calib, largest):
             return None
         hw = PERF.hardware(gpu, prec, calib or PERF.calibration())
         tokens = layout.global_batch_size * layout.seq_length
-        return [PERF.step_lower_bound(c, shape, hw, opts, largest) * layout.world_size / tokens
-                for c in cands]
+        return [PERF.step_lower_bound(c, shape, hw, opts, largest, smallest, v)
+                * layout.world_size / tokens for c, v in zip(cands, vpps)]
     except Exception:  # noqa: BLE001 - no bound: every candidate is evaluated
         return None
 
