@@ -106,6 +106,14 @@ def section():
         "H100's constants; A100 has no published rows and uses the defaults (GEMMs at 50% of",
         "peak, factor 1, no MoE latency). [calibration.py](../scripts/parallel_layout/calibration.py)",
         "fits them into [perf_calibration.json](../scripts/parallel_layout/perf_calibration.json).",
+        "For every GPU, a GEMM whose smallest dimension d is small runs at d / (d + "
+        f"{calib.get('gemm_half_dim', 0)}) of its",
+        "GPU's GEMM efficiency (small per-expert GEMMs, narrow TP shards); "
+        f"{calib.get('gemm_half_dim', 0)} is the candidate of",
+        "`dev/fit_performance.py` (" + ", ".join(
+            f"{d}: {v}" for d, v in sorted(calib.get("gemm_half_dim_fit_loss", {}).items(),
+                                           key=lambda kv: int(kv[0])))
+        + ", the fit rows' summed squared log error) with the least loss.",
         "",
         "| GPU | GEMM efficiency BF16 | FP8/MXFP8 | NVFP4 | element-wise factor | MoE layer latency |",
         "|---|---|---|---|---|---|",

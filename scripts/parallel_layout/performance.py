@@ -172,10 +172,16 @@ def _window_share(skip):
 
 # --- Compute terms ---------------------------------------------------------------------------
 
-def gemm_seconds(m, n, k, peak, efficiency, hbm_bandwidth, bytes_per_element):
+def gemm_seconds(m, n, k, peak, efficiency, hbm_bandwidth, bytes_per_element, half_dim=0):
     """One GEMM [m,k] x [k,n] on the roofline (Williams, Waterman and Patterson 2009, "Roofline"):
-    the larger of 2mnk FLOPs at ``efficiency`` x peak and the operands' HBM traffic."""
-    compute = 2 * m * n * k / (peak * efficiency)
+    the larger of 2mnk FLOPs at ``efficiency`` x peak and the operands' HBM traffic.  A GEMM whose
+    smallest dimension d is small runs below the large-GEMM efficiency (partly filled tiles and
+    waves, NVIDIA Deep Learning Performance Guide, "Matrix Multiplication Background"): the
+    efficiency is scaled by d / (d + ``half_dim``), ``half_dim`` one constant chosen on the fit
+    rows (``calibration``); it prices small per-expert GEMMs and narrow TP/ETP shards."""
+    d = min(m, n, k)
+    scale = d / (d + half_dim) if half_dim and d > 0 else 1.0
+    compute = 2 * m * n * k / (peak * efficiency * scale)
     traffic = (m * k + k * n) * bytes_per_element + m * n * ACT_BYTES
     return max(compute, traffic / hbm_bandwidth)
 
@@ -211,7 +217,8 @@ def layer_gemm_seconds(shape, par, hw, moe):
     """Forward + backward (data and weight gradients: 3 GEMMs of the forward's size each) of
     ``layer_gemms`` (Narayanan et al. 2021, section 3.5: backward = 2 x forward)."""
     return 3 * sum(c * gemm_seconds(m, n, k, hw["peak"], hw["gemm_efficiency"],
-                                    hw["hbm_bandwidth"], hw["bytes_per_element"])
+                                    hw["hbm_bandwidth"], hw["bytes_per_element"],
+                                    hw["gemm_half_dim"])
                    for m, n, k, c in layer_gemms(shape, par, moe))
 
 
@@ -275,7 +282,8 @@ def output_layer_seconds(shape, par, hw):
     (memory-bound), on the last pipeline stage; once more per MTP layer."""
     s = shape
     gemm = 3 * gemm_seconds(par["tokens"], s["vocab"] / par["tp"], s["h"], hw["bf16_peak"],
-                            hw["gemm_efficiency_bf16"], hw["hbm_bandwidth"], ACT_BYTES)
+                            hw["gemm_efficiency_bf16"], hw["hbm_bandwidth"], ACT_BYTES,
+                            hw["gemm_half_dim"])
     loss = 3 * 4 * par["tokens"] * s["vocab"] / par["tp"] / hw["hbm_bandwidth"]
     return (gemm + loss) * (1 + s["mtp"])
 
@@ -470,7 +478,7 @@ def hardware(gpu, prec, calib):
     precision and calibration)."""
     # Keyed on the constants' values: the fit changes them in place.
     key = (gpu["name"], prec, constants_for(gpu["name"], prec, calib),
-           constants_for(gpu["name"], "bf16", calib))
+           constants_for(gpu["name"], "bf16", calib), calib.get("gemm_half_dim", 0))
     found = _HARDWARE.get(key)
     if found is None:
         if len(_HARDWARE) > 4096:
@@ -486,7 +494,7 @@ def _hardware(gpu, prec, calib):
     (eff16, _, _), _ = constants_for(gpu["name"], "bf16", calib)
     return {"peak": G.peak_flops(gpu, prec), "bf16_peak": gpu["peak"]["bf16"],
             "gemm_efficiency": eff, "gemm_efficiency_bf16": eff16, "elementwise_factor": factor,
-            "moe_layer_latency": latency,
+            "moe_layer_latency": latency, "gemm_half_dim": calib.get("gemm_half_dim", 0),
             "hbm_bandwidth": gpu["hbm_bandwidth"], "nvlink_domain": gpu["nvlink_domain"],
             "nvlink_bandwidth": gpu["nvlink_bandwidth"],
             "internode_bandwidth": gpu["internode_bandwidth"],
@@ -758,6 +766,7 @@ def render(step, seconds, tokens_per_gpu, shape, hw, gpu, prec, calib):
         "calibration": {"constants_of": hw["fitted"], "gemm_efficiency": hw["gemm_efficiency"],
                         "elementwise_factor": hw["elementwise_factor"],
                         "moe_layer_latency_seconds": hw["moe_layer_latency"],
+                        "gemm_half_dim": hw["gemm_half_dim"],
                         "fitted_on": calib.get("fitted_on")},
     }
 
