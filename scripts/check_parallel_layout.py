@@ -18,8 +18,14 @@ use are listed.  Rules and numbers follow the chosen release
 Modes:
   --ranks   add the rank groups (tp, pp, dp, cp, dp-cp, tp-pp, ep, etp, edp,
             tp-ep, tp-ep-pp, ...) and a rank map (node, GPU, coordinates)
-  --plan    enumerate every valid layout for the model on --world-size and rank
-            them (fits in memory, TP inside a node, bubble + communication)
+  --plan    enumerate every valid layout for the model on --world-size (and the
+            micro-batch and virtual pipeline sizes the flags leave free) and rank
+            them: fits in memory, then predicted tokens/s/GPU on --gpu (h100 when
+            not given)
+  --gpu     a100-80g, h100, h200, b200, b300, gb200, gb300: predict step time,
+            tokens/s/GPU, model TFLOP/s and MFU of the layout (precision from
+            --bf16 / --fp8-format / --fp8-recipe / --fp4-format), and use the GPU's
+            HBM as the memory budget (unless --gpu-memory-gib is given)
   --verify  also run Megatron's own validation (needs megatron-core; slow)
 
 Flags: every Megatron-LM flag of the chosen release is known; flags the
@@ -51,6 +57,7 @@ PROG = "check_parallel_layout.py"
 MAX_TEXT_RANKS = 64  # rank-map entries in --json of a summarised (large) world
 SUMMARY_TEXT_RANKS = 8  # rank-map lines in the text (--json has every rank up to 256 GPUs)
 MAX_RANKS_WORLD = 1 << 20  # every group is computed: ~1.5 GB and 4 s at this size
+PLAN_LIMIT = 10
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,8 +89,15 @@ def build_parser():
                              "layers of each virtual stage")
     parser.add_argument("--plan", action="store_true",
                         help="enumerate and rank every valid layout for the model")
-    parser.add_argument("--plan-limit", type=_plan_limit, default=20, metavar="N",
-                        help="layouts to print with --plan (default 20; 0 = all)")
+    parser.add_argument("--plan-limit", type=_plan_limit, default=None, metavar="N",
+                        help="layouts to print with --plan (default %d, with --full all; "
+                             "0 = all)" % PLAN_LIMIT)
+    parser.add_argument("--gpu", metavar="NAME",
+                        help="GPU for the performance prediction and the memory budget: "
+                             "a100-80g, h100, h200, b200, b300, gb200, gb300")
+    parser.add_argument("--full", action="store_true",
+                        help="with --plan: every layout, each with its whole performance "
+                             "breakdown (default output stays under 4 KB text / 16 KB JSON)")
     parser.add_argument("--verify", action="store_true",
                         help="also run the installed Megatron on the whole command; a "
                              "disagreement exits 1 with both verdicts")
@@ -234,21 +248,61 @@ def rank_map_lines(layout, groups, rank_map):
     return lines
 
 
-def plan_lines(plans, limit, own_rank=None):
-    lines = [f"{len(plans)} valid layout(s), best first:"]
-    header = "  TP  PP  CP  EP ETP    DP  mbs  fits  bubble  comm   mem/GPU     flags"
+def performance_line(perf, layout, valid):
+    """One line of the prediction and its three largest terms (share of the step)."""
+    if not perf:
+        from parallel_layout.performance import not_predicted_reason
+        why = (not_predicted_reason(layout) if valid else None) or "the layout is invalid"
+        return f"Performance: not predicted ({why})"
+    step = perf["step_seconds"] or 1
+    top = ", ".join(f"{k} {perf['breakdown'][k] / step:.0%}" for k in perf["top_terms"])
+    return (f"Performance on {perf['gpu']} ({perf['precision']}): "
+            f"{perf['tokens_per_second_per_gpu']:,.0f} tokens/s/GPU, step "
+            f"{perf['step_seconds']:.3g} s, {perf['model_tflops_per_gpu']:,.0f} model TFLOP/s/GPU "
+            f"(MFU {perf['mfu']:.1%}); largest terms: {top}")
+
+
+def plan_lines(plans, limit, own_rank=None, gpu_name=None, bounded_out=0):
+    lines = [f"{len(plans)} valid layout(s), fastest first (predicted on {gpu_name}):"]
+    if bounded_out:
+        lines[0] = (f"{len(plans)} valid layout(s) evaluated, fastest first (predicted on "
+                    f"{gpu_name}); {bounded_out} more size choice(s) left out, bounded slower "
+                    "than these (--full evaluates all):")
+    header = ("  TP  PP  CP  EP ETP    DP mbs vpp     m  fits  tok/s/GPU   MFU  bubble "
+              "    mem/GPU  flags")
     lines.append(header)
     for p in plans[:limit or None]:
         fits = {True: "yes", False: "NO", None: "?"}[p["fits_memory"]]
+        perf = p["performance"] or {}
+        tokens = perf.get("tokens_per_second_per_gpu")
+        mfu = perf.get("mfu")
         lines.append(
             f"  {p['tensor_model_parallel_size']:>2} {p['pipeline_model_parallel_size']:>3} "
             f"{p['context_parallel_size']:>3} {p['expert_model_parallel_size']:>3} "
             f"{p['expert_tensor_parallel_size']:>3} {p['data_parallel_size']:>5} "
-            f"{str(p['num_microbatches']):>4} {fits:>5} {p['pipeline_bubble_fraction']:>7.1%} "
-            f"{p['communication_share']:>5.1%} {gib(p['total_bytes_per_gpu']):>11}  {p['flags']}")
-    lines.append(f"Your layout's sizes (TP, PP, CP, EP, ETP) rank {own_rank} of {len(plans)} "
-                 "(the plan uses even splits without VPP)." if own_rank else
-                 "Your layout is not among them (it is invalid).")
+            f"{p['micro_batch_size']:>3} {show(p['virtual_pipeline_model_parallel_size']):>3} "
+            f"{str(p['num_microbatches']):>5} {fits:>5} "
+            f"{'-' if tokens is None else f'{tokens:,.0f}':>10} "
+            f"{'-' if mfu is None else f'{mfu:.0%}':>5} {p['pipeline_bubble_fraction']:>7.1%} "
+            f"{gib(p['total_bytes_per_gpu']):>11}  "
+            + p["flags"].replace("--tensor-model-parallel-size", "--tp").replace(
+                "--pipeline-model-parallel-size", "--pp").replace(
+                "--context-parallel-size", "--cp").replace(
+                "--expert-model-parallel-size", "--ep").replace(
+                "--expert-tensor-parallel-size", "--etp").replace(
+                "--micro-batch-size", "--mbs").replace(
+                "--num-virtual-stages-per-pipeline-rank", "--vpp"))
+    shown = len(plans[:limit or None])
+    if shown < len(plans):
+        lines.append(f"  ... {len(plans) - shown} more (--plan-limit N or --full; --json for "
+                     "the Megatron flags)")
+    lines.append("flags abbreviated: --tp/--pp/--cp/--ep/--etp/--mbs/--vpp stand for "
+                 "--tensor-model-parallel-size ... --num-virtual-stages-per-pipeline-rank")
+    of = f"of {len(plans)}" if not bounded_out else \
+        f"of {len(plans)} evaluated; the {bounded_out} left out rank below it"
+    lines.append(f"Your layout ranks {own_rank} {of} (sizes, micro batch and "
+                 "virtual stages; the plan uses even splits)." if own_rank else
+                 "Your layout is not among them (it is invalid or uses an uneven split).")
     return "\n".join(lines)
 
 
@@ -332,8 +386,15 @@ def run(argv):
     if args.ranks and layout.world_size > MAX_RANKS_WORLD:
         raise BadInput(f"--ranks lists rank groups for up to {MAX_RANKS_WORLD:,} GPUs "
                        f"(got --world-size {layout.world_size:,})")
-    if args.plan_limit < 0:
+    if args.plan_limit is not None and args.plan_limit < 0:
         raise BadInput("--plan-limit must be >= 0")
+    limit = args.plan_limit if args.plan_limit is not None else (0 if args.full else PLAN_LIMIT)
+    gpu = None
+    if args.gpu:
+        from parallel_layout import gpus
+        gpu = gpus.get(args.gpu)
+        if layout.gpu_memory_gib is None:  # the GPU's HBM is the memory budget
+            layout.gpu_memory_gib = gpus.memory_budget_gib(gpu["name"])
     if args.plan and None in (layout.num_layers, layout.hidden_size, layout.num_attention_heads,
                               layout.seq_length):
         raise BadInput("--plan needs the model: --num-layers --hidden-size "
@@ -343,10 +404,18 @@ def run(argv):
     extra = collect_extra(args, layout, result)
     extra["version_source"] = source
     extra["flags"] = classify_flags(argv, layout)
+    performance = None
+    if gpu is not None:
+        from parallel_layout import performance as perf_model
+        performance = perf_model.predict(layout, gpu) if result.valid else None
     plans = None
     if args.plan:
         from parallel_layout import plan
-        plans = plan.enumerate_layouts(layout)
+        plan_gpu = gpu or plan.G.get(plan.DEFAULT_GPU)
+        plan_stats = {}
+        plans = plan.enumerate_layouts(layout, gpu=plan_gpu, full=args.full,
+                                       detail=limit or None, exact=limit or None,
+                                       own=layout if result.valid else None, stats=plan_stats)
         own_rank = plan.rank_of(layout, plans) if result.valid else None
     if args.json:
         out = {"schema_version": SCHEMA_VERSION, "megatron_core_version": version,
@@ -354,17 +423,25 @@ def run(argv):
         out.update(result.to_dict())
         out["ignored_flags"] = unknown
         out.update({k: v for k, v in extra.items() if k != "version_source"})
+        out["performance"] = performance  # null without --gpu
         if plans is not None:
-            out["plan"] = plans[:args.plan_limit or None]
+            out["plan"] = plans[:limit or None]
             out["plan_count"] = len(plans)
+            # Size choices whose lower bound is slower than the plans shown and the given layout
+            # (not evaluated; --full evaluates all).
+            out["plan_bounded_out"] = plan_stats.get("bounded_out", 0)
             out["plan_rank"] = own_rank
+            out["plan_gpu"] = plan_gpu["name"]
         print(json.dumps(out))
     else:
         if extra.get("ranks") is None and args.ranks:
             extra.pop("ranks")
         print(text_report(layout, result, unknown, extra))
+        if gpu is not None:
+            print(performance_line(performance, layout, result.valid))
         if plans is not None:
-            print(plan_lines(plans, args.plan_limit, own_rank))
+            print(plan_lines(plans, limit, own_rank, plan_gpu["name"],
+                             plan_stats.get("bounded_out", 0)))
     if args.plan:
         return 0 if plans else 1
     disagrees = args.verify and extra["verify"].get("available") \

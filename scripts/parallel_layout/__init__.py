@@ -36,6 +36,10 @@ scripts/inspector/cluster/; do not rename):
   ``parallel_layout.plan.enumerate_layouts(layout) -> list`` and
   ``parallel_layout.verify.megatron_verdict(layout) -> dict`` (imports
   megatron; runs Megatron's own checks on the same flags).
+- ``parallel_layout.gpus.get(name)`` (``--gpu``: datasheet peaks, HBM,
+  links) and ``parallel_layout.gpus.memory_budget_gib(name)`` (the GPU's HBM
+  as the memory budget); ``parallel_layout.performance.predict(layout, gpu)
+  -> dict | None`` (the ``performance`` object of ``--json``).
 """
 
 SCHEMA_VERSION = 1
