@@ -23,7 +23,6 @@ BIG_WORLD = ["--world-size", "16384", "--tensor-model-parallel-size", "8", "--pi
              "--num-layers", "96", "--hidden-size", "12288", "--num-attention-heads", "96", "--seq-length", "2048",
              "--max-position-embeddings", "2048", "--micro-batch-size", "1", "--global-batch-size", "1536", "--bf16"]
 OWNED = {
-    ("--plan", "text", "typical"): "i21 (checker --plan table): 4.4 KB of text",
 }
 
 
