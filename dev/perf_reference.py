@@ -73,6 +73,10 @@ def section():
         "`--json` gives it as `performance` with `breakdown` (seconds per term over the step),",
         "`calibration` and `gpu`; the text report prints one line with the three largest terms.",
         "The GPU's HBM becomes the memory budget unless `--gpu-memory-gib` is given.",
+        "A layout that only the memory estimate rejects (`memory-fits`) is still predicted,",
+        "with `memory_fits: false` in `performance` and at the end of the text line: the step is",
+        "defined, and the estimate is not Megatron's verdict (published layouts measured on",
+        "the GPU exceed it; see below).",
         "The model is [performance.py](../scripts/parallel_layout/performance.py): one function per",
         "term, each naming"
         " its source (Narayanan et al. 2021; Korthikanti et al. 2022; Dao 2023; Thakur et al. 2005;",
@@ -183,7 +187,13 @@ def section():
         f"Against the held-out published layouts (model, GPUs, batch, micro batch and virtual "
         f"stages as published, the sizes free), the published layout is in the top 3 for "
         f"{ranks['top3']} of {ranks['held_out']} rows ({ranks['ranked']} ranked at all; median "
-        f"rank {statistics.median(r['rank'] for r in ranks['rows'] if r['rank'])}). Where ranked, "
+        f"rank {statistics.median(r['rank'] for r in ranks['rows'] if r['rank'])}). Each row's "
+        "memory budget is the GPU's HBM or the published layout's own estimate, whichever is "
+        "larger: the layout ran on that GPU, so where the estimate of its flags exceeds the HBM "
+        "(settings the tables do not record, such as recomputation, or an overestimate) the "
+        "estimate is no verdict on it; it exceeds the HBM for "
+        f"{sum(1 for r in ranks['rows'] if r['fits_memory_estimate'] is False)} of them. "
+        "Where ranked, "
         "the plan's first "
         f"is predicted {pct(statistics.median(gaps))} faster than the published layout (median; "
         f"{sum(1 for g in gaps if g <= 0.05)} of {len(gaps)} within 5%): many layouts are "

@@ -259,7 +259,9 @@ def performance_line(perf, layout, valid):
     return (f"Performance on {perf['gpu']} ({perf['precision']}): "
             f"{perf['tokens_per_second_per_gpu']:,.0f} tokens/s/GPU, step "
             f"{perf['step_seconds']:.3g} s, {perf['model_tflops_per_gpu']:,.0f} model TFLOP/s/GPU "
-            f"(MFU {perf['mfu']:.1%}); largest terms: {top}")
+            f"(MFU {perf['mfu']:.1%}); largest terms: {top}"
+            + ("" if perf.get("memory_fits", True) else
+               "; memory_fits: false (the memory estimate alone is over the budget)"))
 
 
 def plan_lines(plans, limit, own_rank=None, gpu_name=None, bounded_out=0):
@@ -405,9 +407,15 @@ def run(argv):
     extra["version_source"] = source
     extra["flags"] = classify_flags(argv, layout)
     performance = None
+    # Predicted (and ranked by --plan) also when the memory estimate alone rejects the layout:
+    # the step is defined, and the estimate may be off (published layouts measured on the GPU
+    # exceed it).
+    over_memory = rules.only_estimates_violated(result)
     if gpu is not None:
         from parallel_layout import performance as perf_model
-        performance = perf_model.predict(layout, gpu) if result.valid else None
+        performance = perf_model.predict(layout, gpu) if result.valid or over_memory else None
+        if performance is not None:
+            performance["memory_fits"] = not over_memory
     plans = None
     if args.plan:
         from parallel_layout import plan
@@ -415,8 +423,9 @@ def run(argv):
         plan_stats = {}
         plans = plan.enumerate_layouts(layout, gpu=plan_gpu, full=args.full,
                                        detail=limit or None, exact=limit or None,
-                                       own=layout if result.valid else None, stats=plan_stats)
-        own_rank = plan.rank_of(layout, plans) if result.valid else None
+                                       own=layout if result.valid or over_memory else None,
+                                       stats=plan_stats)
+        own_rank = plan.rank_of(layout, plans) if result.valid or over_memory else None
     if args.json:
         out = {"schema_version": SCHEMA_VERSION, "megatron_core_version": version,
                "megatron_version_source": source}

@@ -75,8 +75,9 @@ def test_ranks_json_and_text_rank_map():
     assert "rank     5: node    1 gpu  1" in text
 
 
-def check_plan_page(rc, data, limit=20):
-    """--plan exits 0 and prints the first ``limit`` of ``plan_count`` layouts."""
+def check_plan_page(rc, data, limit=cli.PLAN_LIMIT):
+    """--plan exits 0 and prints the first ``limit`` (the default page) of ``plan_count``
+    layouts."""
     assert rc == 0, rc
     assert len(data["plan"]) == min(limit, data["plan_count"]), (len(data["plan"]),
                                                                  data["plan_count"])

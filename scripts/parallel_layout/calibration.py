@@ -230,14 +230,20 @@ def format_table(errors):
 
 
 def plan_ranks(items, calib=None):
-    """[{id, rank, plans, why}]: where ``--plan`` (on the row's GPU, with the row's model, batch,
-    micro batch and virtual stages given, the sizes TP/PP/CP/EP/ETP free) ranks the published
-    layout; ``why`` says why it is not ranked (a split the plan does not enumerate);
-    ``first_over_published``: predicted tokens/s/GPU of the plan's first over the published's,
-    minus 1."""
+    """[{id, rank, plans, why, first_over_published, fits_memory_estimate}]: where ``--plan`` (on
+    the row's GPU, with the row's model, batch, micro batch and virtual stages given, the sizes
+    TP/PP/CP/EP/ETP free) ranks the published layout; ``why`` says why it is not ranked (a split
+    the plan does not enumerate); ``first_over_published``: predicted tokens/s/GPU of the plan's
+    first over the published's, minus 1.
+
+    The published layout ran on that GPU, so the memory estimate of its flags (which lack any
+    setting the tables do not record, such as recomputation) is no verdict on it: the budget is
+    the GPU's HBM or the published layout's estimate, whichever is larger (``memory_budget``).
+    ``fits_memory_estimate`` records whether the estimate is within the HBM."""
     from . import plan
     out = []
     for row, layout, gpu in items:
+        layout, fits = memory_budget(layout, gpu)
         plans = plan.enumerate_layouts(layout, gpu=gpu, calib=calib, detail=0)
         rank = plan.rank_of(layout, plans)
         why = None
@@ -249,8 +255,22 @@ def plan_ranks(items, calib=None):
             own = plans[rank - 1]["performance"]["tokens_per_second_per_gpu"]
             gap = round(first / own - 1, 4)
         out.append({"id": row["id"], "rank": rank, "plans": len(plans), "why": why,
-                    "first_over_published": gap})
+                    "first_over_published": gap, "fits_memory_estimate": fits})
     return out
+
+
+def memory_budget(layout, gpu):
+    """(a copy of ``layout`` whose ``gpu_memory_gib`` is the GPU's HBM or, when larger, the
+    layout's own memory estimate; whether the estimate is within the HBM, None if unknown).  A
+    measured layout fits by definition: judging the other plans against its estimate keeps the
+    estimate's comparisons between layouts and drops only its absolute verdict."""
+    import copy
+    from . import memory as M
+    hbm = G.memory_budget_gib(gpu["name"])
+    total = (M.estimate(layout) or {}).get("total_bytes_per_gpu")
+    layout = copy.copy(layout)
+    layout.gpu_memory_gib = hbm if total is None else max(hbm, total / M.GIB * (1 + 1e-9))
+    return layout, None if total is None else total <= hbm * M.GIB
 
 
 def release_drift(rows, old, new):

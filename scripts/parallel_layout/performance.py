@@ -43,6 +43,9 @@ PERF_FLAGS = {
     "--window-attn-skip-freq": "value", "--recompute-modules": "value",
     "--moe-layer-recompute": "true", "--mtp-num-layers": "value",
 }
+# The same options where the checker parses them (layout attribute): the checker's own rules read
+# them, so they never reach layout.other_flags.
+PARSED_PERF_FLAGS = {"--tp-comm-overlap": "tp_comm_overlap"}
 
 
 def perf_options(layout):
@@ -51,6 +54,9 @@ def perf_options(layout):
     for option, values in split_flags(getattr(layout, "other_flags", ()) or ()):
         if option in PERF_FLAGS:
             out[option] = True if PERF_FLAGS[option] == "true" else " ".join(values)
+    for option, attr in PARSED_PERF_FLAGS.items():
+        if getattr(layout, attr, None):
+            out[option] = True
     return out
 
 

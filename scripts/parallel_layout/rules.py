@@ -1511,6 +1511,17 @@ KNOBS = {
 }
 
 
+# Rules that judge the checker's memory estimate, not a check Megatron makes: a layout that breaks
+# only these still has a defined step (the performance model predicts it), and a published
+# measurement on such a layout shows the estimate, not the layout, is off.
+ESTIMATE_RULES = ("memory-fits",)
+
+
+def only_estimates_violated(result) -> bool:
+    """True when ``result`` is invalid by ESTIMATE_RULES alone."""
+    return bool(result.violations) and all(v.rule in ESTIMATE_RULES for v in result.violations)
+
+
 def check(layout, rules=RULES, with_memory=True, suggest=None) -> Result:
     """Apply every rule; never stops at the first violation.  ``suggest``
     (default: when every rule runs with memory) adds each violation's
