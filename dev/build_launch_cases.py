@@ -46,7 +46,7 @@ from launch_shell import Shell  # noqa: E402
 
 OUT = os.path.join(ROOT, "tests", "data", "launch_cases.json.gz")
 MAX_VALUE_CHARS = 120  # longer values (prompts, long paths) are cut: they are not the layout
-MIRROR = "/work/.mirror/NVIDIA+Megatron-LM/repo"
+MIRROR = os.environ.get("MEGATRON_LM_MIRROR", "/work/.mirror/NVIDIA+Megatron-LM/repo")
 TAG = "core_v0.19.0"
 LAYOUT_FLAGS = (
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",

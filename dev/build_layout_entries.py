@@ -24,7 +24,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "scripts", "parallel_layout", "entries.json")
-MIRROR = "/work/.mirror/NVIDIA+Megatron-LM/repo"
+MIRROR = os.environ.get("MEGATRON_LM_MIRROR", "/work/.mirror/NVIDIA+Megatron-LM/repo")
 TAG = "core_v0.19.0"
 CALLERS = {"pretrain", "parse_and_validate_args", "parse_args", "initialize_megatron"}
 VALUELESS = {"store_true", "store_false", "store_const", "count", "help", "version"}

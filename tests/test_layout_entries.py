@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from parallel_layout import entries, flags, rules  # noqa: E402
 from parallel_layout.errors import BadInput  # noqa: E402
 
-MIRROR = "/work/.mirror/NVIDIA+Megatron-LM/repo"
+MIRROR = os.environ.get("MEGATRON_LM_MIRROR", "/work/.mirror/NVIDIA+Megatron-LM/repo")
 
 
 @pytest.mark.skipif(not os.path.isdir(MIRROR), reason="needs the Megatron-LM git mirror")

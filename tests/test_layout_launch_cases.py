@@ -33,7 +33,7 @@ DATA = os.path.join(ROOT, "tests", "data", "launch_cases.json.gz")
 with gzip.open(DATA) as fh:
     CASES = json.load(fh)
 DECIDED = [c for c in CASES["cases"] if c["megatron"]["accepted"] is not None]
-MIRROR = "/work/.mirror/NVIDIA+Megatron-LM/repo"
+MIRROR = os.environ.get("MEGATRON_LM_MIRROR", "/work/.mirror/NVIDIA+Megatron-LM/repo")
 
 
 def checker(case):

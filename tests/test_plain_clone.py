@@ -69,6 +69,28 @@ ALLOWED = {
         "default of $MEGATRON_BRIDGE_MIRROR; absent, the Megatron-Bridge corpus test skips and names it",
     ("bench/gpu_report.sh", "/tmp/site"):
         "the GPU bench installs the wheel there on the device machine; no test runs it",
+    ("dev/build_launch_cases.py", MIRROR_DEFAULT):
+        "default of $MEGATRON_LM_MIRROR for the developer's rebuild of tests/data/launch_cases.json.gz; "
+        "no test runs it",
+    ("dev/build_launch_cases.py", "/tmp/placeholder"):
+        "the value put in for shell variables of a launch script when its flags are extracted, not read",
+    ("dev/build_layout_entries.py", MIRROR_DEFAULT):
+        "default of $MEGATRON_LM_MIRROR; the staleness test that runs it skips without the mirror",
+    ("tests/test_layout_entries.py", MIRROR_DEFAULT):
+        "default of $MEGATRON_LM_MIRROR; absent, the entries staleness test skips (skipif names it)",
+    ("tests/test_layout_entries.py", "/opt/megatron-lm/pretrain_vlm.py"):
+        "an entry-script argument as a user types it (resolved by name), not read",
+    ("tests/test_layout_entries.py", "../../pretrain_hybrid.py"):
+        "an entry-script argument as a user types it (resolved by name), not read",
+    ("tests/test_layout_launch_cases.py", MIRROR_DEFAULT):
+        "default of $MEGATRON_LM_MIRROR; absent, the completeness test skips (skipif names it)",
+    ("tests/review_downstream.py", "/work/.mirror"):
+        "default of $DOWNSTREAM_MIRRORS (the fetched downstream projects); absent, the corpus "
+        "recall test skips and names it",
+    ("tests/test_review_downstream.py", "/work/.mirror"):
+        "the skip message of the corpus recall test, not read",
+    ("scripts/parallel_layout/ranks.py", ".."): "the rank-range separator of '0..24 step 8', not a path",
+    ("tests/test_layout_cli.py", ".."): "the rank-range separator of '0..24 step 8', not a path",
 }
 # Interpreters and programs found on the machine (shebangs, python3.X look-ups) are not data.
 PROGRAM = re.compile(r"^/usr(/local)?/bin/(env|python3(\.\d+)?)$")
