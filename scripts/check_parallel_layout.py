@@ -48,6 +48,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import cli_guard  # noqa: E402
 from parallel_layout import SCHEMA_VERSION, MEGATRON_CORE_VERSION  # noqa: E402
 from parallel_layout.errors import BadInput  # noqa: E402
 from parallel_layout.flags import (add_layout_arguments, layout_from_namespace,  # noqa: E402
@@ -458,32 +459,19 @@ def run(argv):
     return 0 if result.valid and not disagrees else 1
 
 
-def _stdout_to_devnull():
-    """Later writes, and the flush at exit, go nowhere instead of raising."""
+def _run_checked(argv):
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # a stdout without a descriptor (tests)
-        pass
+        return run(argv)
+    except BadInput as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
-        code = run(argv)
-        sys.stdout.flush()  # inside the guard: a closed pipe raises here, not at exit
-        return code
-    except BadInput as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # the reader is gone (| head): its choice, not an error
-        _stdout_to_devnull()
-        return 0
-    except KeyboardInterrupt:
-        _stdout_to_devnull()
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        # cli_guard: a closed pipe exits 0 and Ctrl-C 130, as in every script
+        return cli_guard.run(lambda: _run_checked(argv), PROG)
     except Exception as exc:  # noqa: BLE001 - the contract is: never a traceback
         print(f"{PROG}: internal error: {type(exc).__name__}: {' '.join(str(exc).split())}",
               file=sys.stderr)
