@@ -650,6 +650,13 @@ def r_cfg_recompute_typo():
     return raised(lambda: tc(recompute_granularity="block"))
 
 
+def r_rt_te_cross_entropy_fusion():
+    return warned(
+        lambda: tc(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te"),
+        contains="cross entropy loss fusion",
+    )
+
+
 # --------------------------------------------------------------------------- gloo repros
 # Run on both ranks of a 2-process gloo world; each starts from a clean parallel state.
 
@@ -1134,6 +1141,7 @@ REPROS: dict[str, tuple[str, object]] = {
     "TE-01": ("fresh", f_te_no_version),
     "TE-02": ("fresh", f_te_no_pytorch),
     "TP-11": ("gloo", g_tp_more_groups_than_heads_silent),
+    "RT-09": ("inproc", r_rt_te_cross_entropy_fusion),
 }
 
 # What a direct Megatron Core user gets for a Megatron-LM-only entry (its **Core users get:**):
