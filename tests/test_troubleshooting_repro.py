@@ -888,6 +888,20 @@ def g_moe_topk_silent():
     )
 
 
+def g_ok_grad_accum_fusion_without_apex():
+    """The layer GPTModel builds as its output layer, with the fusion on and no APEX extension."""
+    import torch
+    from megatron.core import tensor_parallel
+
+    init_mp()
+    cfg = tc(gradient_accumulation_fusion=True)
+    return raised(
+        lambda: tensor_parallel.ColumnParallelLinear(
+            64, 128, config=cfg, init_method=torch.nn.init.xavier_normal_
+        )
+    )
+
+
 def g_tp_more_groups_than_heads_silent():
     init_mp()
     cfg = tc(num_attention_heads=4, num_query_groups=8)
@@ -1142,6 +1156,7 @@ REPROS: dict[str, tuple[str, object]] = {
     "TE-02": ("fresh", f_te_no_pytorch),
     "TP-11": ("gloo", g_tp_more_groups_than_heads_silent),
     "RT-09": ("inproc", r_rt_te_cross_entropy_fusion),
+    "OK-09": ("gloo", g_ok_grad_accum_fusion_without_apex),
 }
 
 # What a direct Megatron Core user gets for a Megatron-LM-only entry (its **Core users get:**):
