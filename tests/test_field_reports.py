@@ -97,8 +97,8 @@ def test_coverage_helper():
     assert (covered, in_scope, c["routed"]) == (2, 3, 1)
 
 
-# Sections added for the field reports (runtime/hangs, Transformer Engine, Apex, FP8).
-FIELD_PREFIXES = ("HANG", "RT", "TE", "APEX", "FP")
+# Sections added for the field reports (runtime/hangs, Transformer Engine, Apex, FP8, dist-checkpointing).
+FIELD_PREFIXES = ("HANG", "RT", "TE", "APEX", "FP", "CKPT")
 
 
 def test_closing_note_counts_the_field_entries_by_status():

@@ -650,6 +650,13 @@ def r_cfg_recompute_typo():
     return raised(lambda: tc(recompute_granularity="block"))
 
 
+def r_rt_te_cross_entropy_fusion():
+    return warned(
+        lambda: tc(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te"),
+        contains="cross entropy loss fusion",
+    )
+
+
 # --------------------------------------------------------------------------- gloo repros
 # Run on both ranks of a 2-process gloo world; each starts from a clean parallel state.
 
@@ -878,6 +885,20 @@ def g_moe_topk_silent():
     return (
         f"accepted: TransformerConfig and GPTModel build with "
         f"num_moe_experts={cfg.num_moe_experts} moe_router_topk={cfg.moe_router_topk}"
+    )
+
+
+def g_ok_grad_accum_fusion_without_apex():
+    """The layer GPTModel builds as its output layer, with the fusion on and no APEX extension."""
+    import torch
+    from megatron.core import tensor_parallel
+
+    init_mp()
+    cfg = tc(gradient_accumulation_fusion=True)
+    return raised(
+        lambda: tensor_parallel.ColumnParallelLinear(
+            64, 128, config=cfg, init_method=torch.nn.init.xavier_normal_
+        )
     )
 
 
@@ -1134,6 +1155,8 @@ REPROS: dict[str, tuple[str, object]] = {
     "TE-01": ("fresh", f_te_no_version),
     "TE-02": ("fresh", f_te_no_pytorch),
     "TP-11": ("gloo", g_tp_more_groups_than_heads_silent),
+    "RT-09": ("inproc", r_rt_te_cross_entropy_fusion),
+    "OK-09": ("gloo", g_ok_grad_accum_fusion_without_apex),
 }
 
 # What a direct Megatron Core user gets for a Megatron-LM-only entry (its **Core users get:**):
