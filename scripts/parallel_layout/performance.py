@@ -23,6 +23,7 @@ from . import derive as D
 from . import gpus as G
 from .catalog import split_flags
 from .errors import BadInput
+from .flags import FLAGS
 
 CALIBRATION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "perf_calibration.json")
 ACT_BYTES = 2  # bf16 activations and gradients (the layouts here train with --bf16)
@@ -43,20 +44,21 @@ PERF_FLAGS = {
     "--window-attn-skip-freq": "value", "--recompute-modules": "value",
     "--moe-layer-recompute": "true", "--mtp-num-layers": "value",
 }
-# The same options where the checker parses them (layout attribute): the checker's own rules read
-# them, so they never reach layout.other_flags.
-PARSED_PERF_FLAGS = {"--tp-comm-overlap": "tp_comm_overlap"}
+# A PERF_FLAGS option that the checker parses itself (its rules read it) never reaches
+# layout.other_flags: its value is the layout attribute the flag table names.
+_PARSED_DEST = {f.option: f.dest for f in FLAGS}
 
 
 def perf_options(layout):
-    """{option: value or True} of PERF_FLAGS found among the flags the checker does not parse."""
+    """{option: value or True} of PERF_FLAGS, from the parsed layout or the flags left to Megatron."""
     out = {}
     for option, values in split_flags(getattr(layout, "other_flags", ()) or ()):
         if option in PERF_FLAGS:
             out[option] = True if PERF_FLAGS[option] == "true" else " ".join(values)
-    for option, attr in PARSED_PERF_FLAGS.items():
-        if getattr(layout, attr, None):
-            out[option] = True
+    for option in PERF_FLAGS.keys() & _PARSED_DEST.keys():
+        value = getattr(layout, _PARSED_DEST[option], None)
+        if value not in (None, False):
+            out[option] = True if PERF_FLAGS[option] == "true" else str(value)
     return out
 
 
@@ -128,8 +130,7 @@ def model_shape(layout, opts):
         left = window.replace(" ", "").split(",")[0]
         window_len = int(left) + 1 if left.lstrip("-").isdigit() and int(left) >= 0 else None
     skip = opts.get("--window-attn-skip-freq")
-    mtp = L.mtp_num_layers or (int(opts["--mtp-num-layers"]) if
-                               str(opts.get("--mtp-num-layers", "")).isdigit() else 0)
+    mtp = int(opts["--mtp-num-layers"]) if str(opts.get("--mtp-num-layers", "")).isdigit() else 0
     shape = {
         "h": h, "heads": n, "groups": g, "kv": kv, "seq": L.seq_length,
         "ffn": D.ffn_hidden_size(L), "ffn_mult": 3 if L.swiglu else 2,
