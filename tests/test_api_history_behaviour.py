@@ -100,12 +100,11 @@ print(json.dumps(m.get_current_global_batch_size()))
 """
 
 
-@pytest.mark.parametrize("venv,expected", [(".venv-0161", 16), (".venv", 1024)])
-def test_rampup_batch_size_ramps_in_0_16_and_is_ignored_in_0_19(venv, expected):
+@pytest.mark.parametrize("release,expected", [("0.16.1", 16), ("0.19.2", 1024)])
+def test_rampup_batch_size_ramps_in_0_16_and_is_ignored_in_0_19(release, expected):
     """Oracle 2: Megatron's own calculator. With a ramp 16 -> 1024, 0.16.1 starts at 16; 0.19.2 at 1024."""
-    python = ROOT / venv / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"{venv} is not built")
+    import old_envs
+    python = old_envs.python_for(release)
     proc = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, timeout=600, cwd="/")
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == expected

@@ -20,9 +20,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
 
 import triage  # noqa: E402
+import old_envs  # noqa: E402
 import triage_logs as tl  # noqa: E402
 
-OLD_PY = REPO / ".venv-0161" / "bin" / "python"
 # Each probe runs one statement in the child and prints the exception line Python prints.
 PROBES = {
     "module_removed": "import megatron.core.transformer.custom_layers.transformer_engine",
@@ -119,9 +119,8 @@ def test_too_many_positional_arguments(raised_0192):
     assert n["events"] and n["events"][0]["version"] in n["answer"]
 
 
-@pytest.mark.skipif(not OLD_PY.exists(), reason="no .venv-0161 (tests/fixtures/make_old_env.sh builds it)")
 def test_a_field_added_after_the_users_release():
-    text = _raised(OLD_PY)["new_field_on_old"]
+    text = _raised(old_envs.python_for("0.16.1"))["new_field_on_old"]
     assert text and "fused_residual_rmsnorm" in text, text
     n = _name(text, "0.16.1")
     h = _history("TransformerConfig.fused_residual_rmsnorm")

@@ -3,6 +3,7 @@
 import pytest
 
 import mdtools
+import old_envs
 import upstream_sources
 
 REFERENCE = (mdtools.REPO / "references" / "parallelism-reference.md").read_text(encoding="utf-8")
@@ -100,8 +101,6 @@ def test_cuda_device_max_connections_precedence(version, bound_to_cp):
     assert ("Blackwell included" in warning["message"]) is bound_to_cp
 
 
-OLD_PY = os.path.join(os.environ.get("OLD_VENV", os.path.join(ROOT, ".venv-0161")), "bin",
-                      "python")
 OLD_PROBE = r"""
 import json, sys, warnings
 warnings.simplefilter("ignore")
@@ -129,19 +128,14 @@ def test_rules_agree_with_the_installed_0_16_1():
     TransformerConfig accepts 2 query groups with TP 8 and raises the uneven
     Mismatch; the checker, run by the same interpreter with no
     --megatron-version, resolves the installed 0.16.1 and agrees."""
-    if not os.path.exists(OLD_PY):
-        r = subprocess.run(["bash", os.path.join(ROOT, "tests", "fixtures", "make_old_env.sh")],
-                           capture_output=True, text=True, timeout=900)
-        if r.returncode == 3:
-            pytest.skip("no Python 3.11 to build megatron-core 0.16.1 with: " + r.stderr.strip())
-        assert r.returncode == 0, r.stderr[-3000:]
-    real = subprocess.run([OLD_PY, "-c", OLD_PROBE], capture_output=True, text=True,
+    old_py = str(old_envs.python_for("0.16.1"))
+    real = subprocess.run([old_py, "-c", OLD_PROBE], capture_output=True, text=True,
                           timeout=300)
     assert real.returncode == 0, real.stderr[-2000:]
     verdict = json.loads(real.stdout.strip().splitlines()[-1])
     assert verdict["gqa"] is None
     for argv, name in ((GQA_TP8, "gqa"), (MISMATCH, "mismatch")):
-        out = subprocess.run([OLD_PY, CLI, *argv, "--json"], capture_output=True, text=True,
+        out = subprocess.run([old_py, CLI, *argv, "--json"], capture_output=True, text=True,
                              timeout=120)
         data = json.loads(out.stdout)
         assert data["megatron_core_version"] == "0.16.1"
@@ -241,7 +235,6 @@ def test_release_dependent_messages_follow_the_released_sources(rule_id, argv, s
             assert not {e for e in by_release.values() if e} & in_source, version
 
 
-PY_0131 = os.path.join(ROOT, ".venv-0131", "bin", "python")
 CORE_0131_PROBE = r"""
 import json, warnings
 warnings.simplefilter("ignore")
@@ -261,12 +254,12 @@ print(json.dumps(out))
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.path.exists(PY_0131), reason="needs .venv-0131 (megatron-core 0.13.1)")
 def test_old_moe_rules_agree_with_the_installed_0_13_1():
     """The real megatron-core 0.13.1 rejects a biased MoE even with ETP 1, and EP with TP
     but no sequence parallelism, with the messages the checker gives under
     --megatron-version 0.13.1 (0.19.2 accepts both: only warnings)."""
-    real = subprocess.run([PY_0131, "-c", CORE_0131_PROBE], capture_output=True, text=True,
+    py_0131 = str(old_envs.python_for("0.13.1"))
+    real = subprocess.run([py_0131, "-c", CORE_0131_PROBE], capture_output=True, text=True,
                           timeout=300)
     assert real.returncode == 0, real.stderr[-2000:]
     verdict = json.loads(real.stdout.strip().splitlines()[-1])

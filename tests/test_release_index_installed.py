@@ -17,7 +17,6 @@ torch 2.13.0 and are built on first use; a test skips when no Python 3.11 exists
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -29,15 +28,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import reference_facts as rf  # noqa: E402
+import old_envs  # noqa: E402
 import release_index as ri  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 DOCS = [ROOT / "SKILL.md", *sorted((ROOT / "references").glob("*.md"))]
-ENVS = {  # release -> (build script, venv directory, env var overriding it)
-    "0.16.1": ("make_old_env.sh", ".venv-0161", "OLD_VENV"),
-    "0.13.1": ("make_older_env.sh", ".venv-0131", "OLDER_VENV"),
-}
 # A name that does not import because the name is not in that release (vs a missing third-party
 # package such as triton, which says nothing about the release's API).
 ABSENT = re.compile(r"No module named 'megatron|has no attribute")
@@ -48,15 +44,7 @@ def bundle_names() -> list[str]:
 
 
 def python_for(release: str) -> str:
-    if release == "0.19.2":
-        return sys.executable
-    script, venv, var = ENVS[release]
-    proc = subprocess.run(["bash", str(ROOT / "tests" / "fixtures" / script)], capture_output=True, text=True,
-                          timeout=1500)
-    if proc.returncode == 3:
-        pytest.skip(f"cannot spot-check the index against megatron-core {release}: {proc.stderr.strip()}")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return os.path.join(os.environ.get(var, str(ROOT / venv)), "bin", "python")
+    return str(old_envs.python_for(release))
 
 
 @pytest.mark.parametrize("release", ["0.19.2", "0.16.1", "0.13.1"])

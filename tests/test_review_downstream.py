@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
 
 import release_index  # noqa: E402
+import old_envs  # noqa: E402
 import review_downstream  # noqa: E402
 import review_fixes  # noqa: E402
 from model_review.review import review_paths  # noqa: E402
@@ -82,22 +83,11 @@ def _rule_severity(rule):
 
 
 _ORACLE = {}
-# The old-release environments are built on first use, as the other old-release tests do (a
-# skip at this point would skip the proof in a fresh clone, where nothing has built them yet).
-_BUILDERS = {"0.16.1": "make_old_env.sh", "0.13.1": "make_older_env.sh"}
-
-
 def _environment(release):
-    py = review_downstream.VENVS.get(release)
-    if py is not None and not py.exists() and release in _BUILDERS:
-        r = subprocess.run(["bash", str(Path(__file__).parent / "fixtures" / _BUILDERS[release])],
-                           capture_output=True, text=True, timeout=1500)
-        if r.returncode == 3:
-            pytest.skip(f"no Python 3.11 to build megatron-core {release} with: " + r.stderr.strip())
-        assert r.returncode == 0, r.stderr[-3000:]
-    if py is None or not py.exists():
+    """The interpreter of ``release`` (built on first use); a release with no environment skips."""
+    if release not in review_downstream.VENVS:
         pytest.skip(f"no environment with megatron-core {release} here")
-    return py
+    return old_envs.python_for(release)
 
 
 def _oracle(version):
