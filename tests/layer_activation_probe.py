@@ -181,24 +181,32 @@ def measure(name, overrides, tp, builder):
             "s": S, "b": B, "h": H, "heads": HEADS}
 
 
-def main(port):
+@contextlib.contextmanager
+def cpu_stand_ins():
+    """The CUDA RNG tracker and device queries a layer's forward makes, answered on CPU."""
     import torch
-    import torch.distributed as dist
     from unittest import mock
-    from megatron.core import parallel_state as ps
     from megatron.core import tensor_parallel
 
-    warnings.simplefilter("ignore")
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world)
     tracker = lambda *a, **k: _Tracker()  # noqa: E731
-    results = {}
     with mock.patch.object(tensor_parallel.random, "get_cuda_rng_tracker", tracker), \
             mock.patch.object(tensor_parallel, "get_cuda_rng_tracker", tracker), \
             mock.patch.object(torch.cuda, "current_device", lambda: "cpu"), \
             mock.patch.object(tensor_parallel.random, "_get_cuda_rng_state", lambda **k: None), \
             mock.patch.object(tensor_parallel.random, "_set_cuda_rng_state", lambda *a, **k: None):
+        yield
+
+
+def main(port):
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    warnings.simplefilter("ignore")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    results = {}
+    with cpu_stand_ins():
         for tp in (1, 2):
             ps.initialize_model_parallel(tensor_model_parallel_size=tp,
                                          create_gloo_process_groups=False)

@@ -190,19 +190,13 @@ ISSUE_PROBE = r"""
 import json, sys, warnings
 sys.path[:0] = [sys.argv[1]]
 warnings.simplefilter("ignore")
-import torch, torch.distributed as dist
-from unittest import mock
-from megatron.core import parallel_state as ps, tensor_parallel
+import torch.distributed as dist
+from megatron.core import parallel_state as ps
 import layer_activation_probe as probe
 dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=0, world_size=1)
-tracker = lambda *a, **k: probe._Tracker()
 points = json.loads(sys.argv[3])
 out = {}
-with mock.patch.object(tensor_parallel.random, "get_cuda_rng_tracker", tracker), \
-        mock.patch.object(tensor_parallel, "get_cuda_rng_tracker", tracker), \
-        mock.patch.object(torch.cuda, "current_device", lambda: "cpu"), \
-        mock.patch.object(tensor_parallel.random, "_get_cuda_rng_state", lambda **k: None), \
-        mock.patch.object(tensor_parallel.random, "_set_cuda_rng_state", lambda *a, **k: None):
+with probe.cpu_stand_ins():
     ps.initialize_model_parallel(create_gloo_process_groups=False)
     for name, (sizes, overrides) in points.items():
         probe.S, probe.H, probe.HEADS, probe.B = sizes
