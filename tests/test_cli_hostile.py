@@ -1,9 +1,7 @@
 """Every script, every flag, hostile values and closed pipes: exit 2 with one line, never a traceback.
 
 The cases are generated from each script's own argparse parser (tests/cli_cases.py), so a flag
-added later is covered. Run with plain python3 (no torch, no megatron). Cases that other engineers
-are fixing on their branches are strict expected failures naming the owner: they turn into
-failures (XPASS) the day the fix lands, and the mark is then removed.
+added later is covered. Run with plain python3 (no torch, no megatron).
 """
 
 from __future__ import annotations
@@ -14,20 +12,11 @@ import pytest
 
 import cli_cases
 
-# Known failures, owned elsewhere (issue 22 item 5): (script, case) -> owner and what is wrong.
-OWNED = {
-}
-# Flags of an owned script whose huge value is already refused (no mark: they pass today).
-ALREADY_BOUNDED = {("check_parallel_layout.py", "--world-size")}
-
 CASES = cli_cases.cases()
 
 
 def _param(script, flag, case, argv, reject):
-    owner = OWNED.get((script, flag, case)) or (
-        OWNED.get((script, case)) if (script, flag) not in ALREADY_BOUNDED else None)
-    marks = [pytest.mark.xfail(strict=True, reason=owner)] if owner else []
-    return pytest.param(script, argv, reject, id=f"{script}:{flag}:{case}", marks=marks)
+    return pytest.param(script, argv, reject, id=f"{script}:{flag}:{case}")
 
 
 @pytest.mark.parametrize("script,argv,reject", [_param(*c) for c in CASES])
@@ -51,17 +40,12 @@ def test_the_generated_cases_cover_every_script_and_flag():
     assert len(CASES) >= 200, len(CASES)
 
 
-PIPE_OWNED: dict[str, str] = {}
-
-
 def _pipe_params():
     out = []
     for script, argvs in cli_cases.TYPICAL.items():
         for argv in argvs:
             for extra in ([], ["--json"]):
-                owner = PIPE_OWNED.get(script)
-                out.append(pytest.param(script, argv + extra, id=f"{script}:{' '.join(argv[:2] + extra)}",
-                                        marks=[pytest.mark.xfail(strict=True, reason=owner)] if owner else []))
+                out.append(pytest.param(script, argv + extra, id=f"{script}:{' '.join(argv[:2] + extra)}"))
     return out
 
 

@@ -3,8 +3,7 @@
 
 Typical inputs are those of tests/cli_cases.py (what each --help shows first), run with plain python3
 (no torch, no megatron) and, for the inspector, also with .venv (megatron-core 0.19.2 installed:
-the case where its default signatures made --json 49 KB). Sizes the layout checker's owners are
-fixing are strict expected failures naming them.
+the case where its default signatures made --json 49 KB).
 """
 
 from __future__ import annotations
@@ -22,8 +21,6 @@ TEXT_MAX, JSON_MAX = 4096, 16384
 BIG_WORLD = ["--world-size", "16384", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "8",
              "--num-layers", "96", "--hidden-size", "12288", "--num-attention-heads", "96", "--seq-length", "2048",
              "--max-position-embeddings", "2048", "--micro-batch-size", "1", "--global-batch-size", "1536", "--bf16"]
-OWNED = {
-}
 
 
 def _cases():
@@ -37,10 +34,8 @@ def _cases():
             if flag == "--plan" and world == "16384":
                 continue
             for form in ("text", "json"):
-                owner = OWNED.get((flag, form, world))
                 out.append(pytest.param("check_parallel_layout.py", argv + [flag], form,
-                                        id=f"check_parallel_layout.py:{flag}:{world}:{form}",
-                                        marks=[pytest.mark.xfail(strict=True, reason=owner)] if owner else []))
+                                        id=f"check_parallel_layout.py:{flag}:{world}:{form}"))
     return out
 
 
