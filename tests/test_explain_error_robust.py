@@ -177,3 +177,77 @@ def test_the_layout_checkers_rule_lines_are_explained(args):
         files = [s.split()[0] for s in v["source"].split("; ")]
         # An entry answers it, or it is placed in one of the files the rule names as its source.
         assert problem["matches"] or (problem["source"] and problem["source"]["file"] in files), (v, problem)
+
+
+# A title tag before the message: an issue title pasted as it stands ("[Bug] RuntimeError: ...",
+# "dsv3:No dot product ..."), over every message long enough to be cut.
+@pytest.mark.parametrize("tag", ["[Bug] ", "dsv3:", "[Blackwell B200] "])
+def test_a_title_tag_before_a_cut_message(tag):
+    missed = []
+    for p in TRUNCATED:
+        eid, cut, same = p.values
+        ids = [m["id"] for m in triage.match_log(tag + cut + "\n")["matches"]]
+        if not ids or ids[0] not in same:
+            missed.append((eid, cut[:60], ids[:3]))
+    assert not missed, missed
+
+
+def test_a_literal_hash_is_a_word_not_a_number():
+    parts = match._loose_parts("found NaN in local grad norm for bucket #<b> in backward pass")
+    at = parts.index("#")  # the literal "#", then the bucket's placeholder
+    assert parts[at] is not match.NUMBER and parts[at + 1] is None
+    parts = match._loose_parts("see issue # 12 for details")
+    assert "#" in parts and match.NUMBER in parts and parts.index("#") + 1 == parts.index(match.NUMBER)
+
+
+def _cut_after_a_value():
+    """Every documented message with a placeholder followed by more text, cut right after the
+    placeholder's value."""
+    out = []
+    for p in te.MESSAGES:
+        eid, message = p.values
+        first = message.splitlines()[0]
+        body = match.message_part(first)
+        for m in match._VAR.finditer(body):
+            if m.group(0)[0] != "<" or len(body) - m.end() < 20:
+                continue
+            head = body[:m.start()]
+            kept = sum(len(w) for w in match._loose_parts(head) if isinstance(w, str))
+            # A paste must keep enough of the message to say which one it is (match._enough).
+            if match.loose(first)[2] and len(head.split()) >= 4 and match._enough(kept, match.loose(first)[2]):
+                out.append(pytest.param(eid, head + "VALUE7", id=f"{p.id}-{m.start()}"))
+            break
+    return out
+
+
+CUT_AFTER_VALUE = _cut_after_a_value()
+
+
+def test_a_paste_cut_right_after_a_value():
+    assert len(CUT_AFTER_VALUE) >= 4
+    missed = []
+    for p in CUT_AFTER_VALUE:
+        eid, pasted = p.values
+        ids = [m["id"] for m in triage.match_log(pasted + "\n")["matches"]]
+        same = {q.values[0] for q in te.MESSAGES
+                if match._prefix_rx(q.values[1].splitlines()[0], len(match._loose_parts(pasted))).fullmatch(
+                    match.message_part(pasted).lower())}
+        if not ids or ids[0] not in same | {eid}:
+            missed.append((eid, pasted[:70], ids[:3]))
+        # ... but the value is one token: a sentence after it is not the message cut short.
+        longer = triage.match_log(pasted + " because nothing in this sentence is the message\n")["matches"]
+        assert not any(m["id"] == eid and m["how"] == "truncated" for m in longer), (eid, pasted)
+    assert not missed, missed
+
+
+@pytest.mark.parametrize("eid,quoted", PROSE[:1] + [pytest.param(*p.values, id=p.id) for p in te.MESSAGES
+                                                    if len(p.values[1].splitlines()[0]) >= 50][:12])
+def test_a_message_quoted_inside_a_sentence(eid, quoted):
+    first = quoted.splitlines()[0]
+    for sentence in (f"After the upgrade every run fails with `{first}` on all ranks.",
+                     f'Training stops and the log says "{first}" right away.'):
+        ids = [m["id"] for m in triage.match_log(sentence + "\n")["matches"]]
+        assert ids, sentence
+        same = {q.values[0] for q in te.MESSAGES if q.values[1].splitlines()[0] == first} | {eid}
+        quoting = {r["id"] for r in catalogue.entries() if first in match.prose(r)}
+        assert ids[0] in same | quoting, (eid, sentence[:120], ids[:3])

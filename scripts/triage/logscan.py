@@ -13,7 +13,8 @@ Events:
 * ``stack``: frames with no exception after them (a ``py-spy dump``, a faulthandler dump, a
   stack printed at a timeout): hang candidates.
 
-The same event from many ranks is kept once, with the ranks that printed it.
+In a pasted snippet, a message quoted inside a sentence (in backticks or quotes) is an event of
+its own. The same event from many ranks is kept once, with the ranks that printed it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ _PREFIXES = (
     re.compile(r"^\[[EWIF]\d{4} [\d:.]+ \d+ [\w.]+:\d+\]\s*"),           # glog (c10d / ProcessGroupNCCL)
     re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] NCCL WARN "),  # NCCL: host:pid:tid [cuda device] (not a rank)
     re.compile(r"^\[Rank (\d+)\]\s*"),
+    # A title tag right before an exception type ("[Bug] RuntimeError: ..."): an issue title pasted.
+    re.compile(r"^\[[^\[\]\n]{1,40}\]\s*(?=(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning):)"),
 )
 _NCCL = re.compile(r"^[\w.-]+:\d+:\d+ \[\d+\] (NCCL (?:WARN|INFO) .*)$")
 TRACEBACK_HEAD = re.compile(r"^Traceback \(most recent call last\):")
@@ -57,6 +60,10 @@ EXCEPTION = re.compile(r"^(?:[a-z_][\w]*\.)*(?P<type>(?:[A-Z]\w*)?(?:Error|Excep
                        r"(?::\s?(?P<msg>.*))?$")
 ELASTIC_FIELD = re.compile(r"^\s*(rank|exitcode|host|error_file)\s*:\s*(.*?)\s*$")
 ELASTIC_END = re.compile(r"^={20,}")
+# A quoted span inside a pasted sentence: backticks, double quotes, or single quotes that do not
+# sit inside a word ("it's", "Megatron's" are not quotes).
+QUOTED = re.compile(r"`([^`\n]+)`|\"([^\"\n]+)\"|(?<![\w])'([^'\n]+)'(?![\w])")
+QUOTE_MIN = 16  # characters of a quoted span kept as a message (shorter ones are names and flags)
 
 
 @dataclass
@@ -246,6 +253,13 @@ class Scanner:
             return
         if self.loose or any(m in text.lower() for m in _MARKER_TEXT):
             self._add("message", text, (), (), (), rank)
+        if self.loose:
+            # A pasted sentence that quotes the message ("... raises `X is not supported`"): the
+            # quote is a message of its own.
+            for q in QUOTED.finditer(text):
+                span = next(g for g in q.groups() if g is not None).strip()
+                if len(span) >= QUOTE_MIN and " " in span and span != text:
+                    self._add("message", span, (), (), (), rank)
 
     def _elastic(self, text: str, rank: str | None, following) -> bool:
         """torch elastic's ChildFailedError summary: failed ranks, exit codes, hosts."""

@@ -9,7 +9,8 @@ How a message event matches an entry, strongest first:
   description> is not initialized``) that the whole line matches scores ``0.94``: an exact
   template outranks word overlap;
 * ``truncated``: the line is the start of the message, cut off (``0.93``; at least
-  TRUNCATED_MIN characters of it);
+  TRUNCATED_MIN characters of it), also right after a value (``for bucket #0``: the value is
+  one token there, never the rest of a sentence);
 * ``prose``: the line is a message the entry quotes in its text (``Core users get``, older
   wordings in the Versions bullet) with at least PROSE_MIN fixed characters (``0.91``);
 * ``words``: most of the message's fixed words occur in the line (``0.9 x`` the share, by length),
@@ -20,6 +21,9 @@ How a message event matches an entry, strongest first:
   in megatron-core 0.19.2 adds ``0.5``, one inside the named function ``0.25``;
 * ``frame``: no text in common, but the exception type is the entry's and the traceback passes
   through the statement that raises it (``0.7``).
+
+A short title tag before the message (``[Bug] RuntimeError: ...``, ``dsv3:No dot product ...``: at
+most TAG_MAX characters) is skipped.
 
 A stack with no exception (``py-spy dump``) matches an entry whose **Stuck in** names one of its
 frames (file and function): ``0.9``.
@@ -95,7 +99,16 @@ def contradicts(a: str, b: str) -> bool:
     return False
 
 
-NUMBER = "#"  # a variable part that is a number in the documented message: a number or a shape here
+class _Number:
+    """A variable part that is a number in the documented message: a number or a shape here. A
+    sentinel, not a string: a literal "#" in a message ("bucket #3") is a word like any other."""
+
+    def __repr__(self) -> str:
+        return "NUMBER"
+
+
+NUMBER = _Number()
+TAG_MAX = 40  # characters a title tag ("[Bug] ", "dsv3:") may put before the message
 
 
 @functools.lru_cache(maxsize=8192)
@@ -137,17 +150,18 @@ def loose(text: str) -> tuple[re.Pattern | None, tuple, int]:
     cuts, kept = [], 0
     for k, p in enumerate(parts[:-1], 1):
         kept += len(p) if p and p is not NUMBER else 0
-        if p is not None:
-            cuts.append((k, kept))
+        cuts.append((k, kept))
     return whole, tuple(reversed(cuts)), fixed
 
 
 def _same_start(text: str, line: str) -> bool:
-    """The line starts with the message's first two literal words (a truncated paste may share
-    few of its words)."""
-    want = [p for p in _loose_parts(text) if p and p is not NUMBER][:2]
-    got = [p for p in _loose_parts(line) if p and p is not NUMBER][:2]
-    return len(want) == 2 and want == got
+    """The line starts as the message does, up to its second literal word (values in between as
+    the message has them): a truncated paste may share few of its words."""
+    parts = _loose_parts(text)
+    literal = [k for k, p in enumerate(parts, 1) if p and p is not NUMBER][:2]
+    if len(literal) < 2:
+        return False
+    return _prefix_rx(text, literal[1]).match(message_part(line).lower()) is not None
 
 
 def _enough(kept: int, fixed: int) -> bool:
@@ -156,19 +170,37 @@ def _enough(kept: int, fixed: int) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _prefix_rx(text: str, k: int) -> re.Pattern:
+    """The message's first k parts. A paste cut right after a variable part ends in its value:
+    one token there ("for bucket #0"), never the rest of a sentence."""
     parts = _loose_parts(text)[:k]
-    return re.compile(r"\s*".join(_part_rx(p) for p in parts))
+    rx = [_part_rx(p) for p in parts]
+    if parts[-1] is None:
+        rx[-1] = r"(\S+)"
+    return re.compile(r"\s*".join(rx))
+
+
+def _untagged(text: str, line: str) -> str:
+    """The line from where the message starts, when a short title tag comes first ("[Bug] RuntimeError:
+    ...", "dsv3:No dot product ...", "[Blackwell B200] No ..."); else the line as it is."""
+    parts = _loose_parts(text)
+    literal = [k for k, p in enumerate(parts, 1) if p and p is not NUMBER][:2]
+    if len(literal) < 2 or _same_start(text, line):
+        return line
+    m = _prefix_rx(text, literal[1]).search(line[:TAG_MAX + 200].lower())
+    if m is None or m.start() == 0 or m.start() > TAG_MAX or line[m.start() - 1].isalnum():
+        return line
+    return line[m.start():]
 
 
 def _loose_match(text: str, msg_line: str) -> tuple[float, str] | None:
     whole, cuts, fixed = loose(text)
     if whole is None:
         return None
-    body = message_part(msg_line).lower()
+    body = message_part(_untagged(text, message_part(msg_line))).lower()
     if whole.search(body):
         return LOOSE, "template"
     cut = body.rstrip(".… ")
-    if len(cut) < TRUNCATED_MIN or not cuts or not _same_start(text, msg_line):
+    if len(cut) < TRUNCATED_MIN or not cuts or not _same_start(text, body):
         return None
     head, _, partial = cut.rpartition(" ")
     parts = _loose_parts(text)
@@ -257,7 +289,7 @@ def _one_message(msg: dict, line: str, following: tuple, event_words: set):
     shared = first["words"] & event_words
     total = sum(map(len, first["words"]))
     share = sum(map(len, shared)) / total
-    if share < TRUNCATED_SHARE and not _same_start(msg["text"], line):
+    if share < TRUNCATED_SHARE and not _same_start(msg["text"], _untagged(msg["text"], message_part(line))):
         return None  # too little in common for any looser reading (and its regexes are not built)
     # Beyond the exact template, a message that says the opposite is never offered.
     if contradicts(message_part(line), message_part(msg["text"].splitlines()[0])):
