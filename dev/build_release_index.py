@@ -31,7 +31,7 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests"), str(REPO / "dev")]
 
 import release_ast  # noqa: E402
 import release_behaviour  # noqa: E402
-from release_index import data, derive  # noqa: E402
+from release_index import data, derive, patches  # noqa: E402
 from release_index.versions import RELEASES  # noqa: E402
 
 PREFIXES = release_ast.CORE_PREFIXES
@@ -120,7 +120,57 @@ def build(out: Path, only: list[str] | None = None) -> dict[str, float]:
     ev = derive.derive(releases)
     data.events_file(out).write_bytes(data.dumps({"schema": data.SCHEMA, "releases": list(RELEASES), **ev}))
     times["events"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    patches.patches_file(out).write_bytes(data.dumps(build_patches(releases, ev["events"])))
+    times["patches"] = time.perf_counter() - t0
     return times
+
+
+def earlier_tags(repo: Path, version: str) -> list[str]:
+    """The released (not rc) tags of version's minor line before it, oldest first: core_v0.15.0 ... 0.15.2."""
+    major, minor, patch = (int(x) for x in version.split("."))
+    tags = subprocess.run(["git", "-C", str(repo), "tag", "-l", f"core_v{major}.{minor}.*"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    out = []
+    for t in tags:
+        rest = t[len("core_v"):].split(".")
+        if len(rest) == 3 and rest[2].isdigit() and int(rest[2]) < patch:
+            out.append((int(rest[2]), t))
+    return [t for _, t in sorted(out)]
+
+
+def build_patches(releases: list[dict], events: dict) -> dict:
+    """For each event of a tracked kind at an indexed release X.Y.Z, the earliest tag X.Y.k (k <= Z)
+    from which every tag up to X.Y.Z has the same state of the name (release_index.patches)."""
+    import upstream_sources as up
+    repo = up.mirror()
+    if repo is None:
+        raise SystemExit("build_release_index: the patch data needs the git mirror; set MEGATRON_LM_MIRROR")
+    since: dict[str, dict[str, str]] = {}
+    tags: dict[str, list[str]] = {}
+    for rel in releases[1:]:
+        v = rel["version"]
+        keys = [k for k, evs in events.items() if any(e[0] == v and e[1] in patches.TRACKED for e in evs)]
+        earlier = earlier_tags(repo, v)
+        if not earlier or not keys:
+            continue
+        tags[v] = [t[len("core_v"):] for t in earlier]
+        cat, tg = derive._catalog(rel), derive._targets(rel)
+        want = {k: patches.state(rel, cat, tg, k) for k in keys}
+        first = {k: v for k in keys}
+        open_keys = set(keys)  # still the same state in every tag after the one being compared
+        for tag in reversed(earlier):
+            old = release_ast.compile_release(tag[len("core_v"):], git_files(repo, tag), f"git tag {tag}")
+            ocat, otg = derive._catalog(old), derive._targets(old)
+            for k in list(open_keys):
+                if patches.state(old, ocat, otg, k) == want[k]:
+                    first[k] = tag[len("core_v"):]
+                else:
+                    open_keys.discard(k)
+        for k, t in first.items():
+            if t != v:
+                since.setdefault(k, {})[v] = t
+    return {"schema": data.SCHEMA, "since": since, "tags": tags}
 
 
 def main(argv=None) -> int:

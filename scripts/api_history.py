@@ -18,7 +18,10 @@ that no code in megatron/core or megatron/training reads any more), body_changed
 estimator, the microbatch calculator and the pipeline layout parser: code lines added and removed
 per function, and per module).
 Indexed releases: 0.12.3 0.13.1 0.14.0 0.15.3 0.16.1 0.17.1 0.18.2 0.19.2; a minor line (0.15) or
-any patch of it means the indexed release of that line. The index is compiled from the released
+any patch of it means the indexed release of that line. An event's version is the indexed release;
+"[since 0.15.0]" (JSON: "since") names the first patch release of that line with the new state,
+compared against the line's earlier tags for added, removed, renamed, moved, signature and default
+changes (0.12.x patches are not compared). The index is compiled from the released
 sources with `ast` (make index-releases); this script reads only that data.
 
 Exit codes: 0 found, 1 unknown name (nearest names are suggested), 2 bad input (or no index data).
@@ -150,6 +153,8 @@ def _in_range(ev: dict, lo: str | None, hi: str | None) -> bool:
 
 def _fmt_event(ev: dict, key: str | None = None, full: bool = False) -> str:
     parts = [ev["version"].ljust(7), ev["change"].ljust(17)]
+    if ev.get("since") and ev["since"] != ev["version"]:
+        parts.append(f"[since {ev['since']}]")
     if key:
         parts.append(key)
     if ev["detail"]:
@@ -175,9 +180,16 @@ def _render_at(at: dict) -> list[str]:
         return [f"not in {at['release']}"]
     lines = [f"in {at['release']}:"]
     if "signature" in at:
-        lines.append(f"  signature ({at['signature']['source']}"
-                     + (f", copied from {at['signature']['copied_from']}" if "copied_from" in at["signature"] else "")
-                     + "):")
+        via = at["signature"].get("copied_from")
+        if via:
+            # A pure forwarder (def f(*args, **kwargs): return g(*args, **kwargs)): Python checks the
+            # arguments when g is called, so a wrong keyword raises TypeError naming g, not f.
+            short = via.rsplit(":", 1)[-1]
+            lines.append(f"  signature ({at['signature']['source']}): a (*args, **kwargs) wrapper with "
+                         f"@copy_signature({via}); where it passes them on, a keyword {short} lacks raises "
+                         f"TypeError from {short}(). Its parameters:")
+        else:
+            lines.append(f"  signature ({at['signature']['source']}):")
         lines += _fmt_sig(at["signature"])
     if "fields" in at:
         lines.append(f"  {len(at['fields'])} dataclass fields (see --json)")

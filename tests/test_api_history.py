@@ -46,7 +46,7 @@ def test_name_json_schema():
     assert out["schema_version"] == 1 and out["name"] == "megatron.core.models.gpt.gpt_model:GPTModel"
     assert out["events"], "GPTModel changed between 0.12 and 0.19"
     for ev in out["events"]:
-        assert set(ev) == {"version", "change", "detail", "successor", "inferred"}
+        assert set(ev) == {"version", "change", "detail", "successor", "inferred", "since"}
         assert ev["change"] in ("added", "removed", "renamed", "moved", "signature_changed",
                                 "default_changed", "message_changed", "deprecated", "ignored", "body_changed")
         assert isinstance(ev["inferred"], bool)

@@ -130,7 +130,7 @@ def test_post_init_literals_are_recorded():
 
 def test_size_budget():
     files = sorted(data.DATA_DIR.glob("*.json.gz"))
-    assert len(files) == len(ri.RELEASES) + 1
+    assert len(files) == len(ri.RELEASES) + 2  # one per release, events, patches
     total = sum(p.stat().st_size for p in files)
     assert total <= build.SIZE_BUDGET, f"release index is {total} bytes, budget {build.SIZE_BUDGET}"
 
@@ -389,3 +389,55 @@ def test_message_history_follows_a_reworded_check():
         for tag, old in (("core_v0.13.1", True), ("core_v0.14.0", False)):
             src = up.source_at(tag, "megatron/core/parallel_state.py")
             assert ("decoder world_size ({" in src) is old, tag
+
+
+# -- patch releases (release_index.patches, patches.json.gz) ------------------------------------
+
+def test_since_names_the_first_patch_release_of_known_changes():
+    # Checked against the tags below (test_since_agrees_with_the_tags); the evals' field tasks 124, 134.
+    pgc = ri.events("megatron.core.process_groups_config:ProcessGroupCollection")
+    assert [(e["version"], e["change"], e["since"]) for e in pgc] == [("0.15.3", "added", "0.15.0")]
+    score = ri.events(f"{TC}.moe_router_score_function")
+    assert ("0.18.2", "0.18.0") in [(e["version"], e["since"]) for e in score]
+    # Kinds that are not compared per patch say so (None), never the indexed release as if checked.
+    assert all(e["since"] is None for evs in ri.all_events().values() for e in evs
+               if e["change"] not in ri.patches.TRACKED)
+
+
+def _sampled_added_classes(n: int = 30) -> list[tuple[str, str, str]]:
+    """(key, indexed release, since) of classes added at a release whose line has earlier tags."""
+    import random
+    tags, cat = ri.patches.tags_compared(), ri.catalog()
+    out = [(k, e["version"], e["since"]) for k, evs in ri.all_events().items() for e in evs
+           if e["change"] == "added" and e["version"] in tags and cat[k]["kind"] == "class"]
+    return random.Random(23).sample(sorted(out), min(n, len(out)))
+
+
+def test_since_agrees_with_the_tags():
+    import upstream_sources as up
+    repo = up.mirror()
+    if repo is None:
+        pytest.skip("the patch tags need the Megatron-LM git mirror (MEGATRON_LM_MIRROR)")
+    sample = _sampled_added_classes()
+    assert len(sample) >= 20
+    wrong = []
+    for key, version, since in sample:
+        mod, qual = key.split(":", 1)
+        cls = qual.split(".")[-1]
+        line = [t for t in ri.patches.tags_compared()[version]] + [version]
+        at = line.index(since)
+        # The class is in the since tag, and not in the tag before it (when that is of the same line).
+        for tag, expected in ((since, True), *(((line[at - 1], False),) if at else ())):
+            if tag == "0.19.2":
+                continue  # a wheel, not a tag
+            src = _module_source(repo, tag, mod)
+            if (src is not None and f"class {cls}" in src) != expected:
+                wrong.append((key, tag, expected, since))
+    assert not wrong, wrong[:5]
+
+
+def _module_source(repo, tag: str, mod: str) -> str | None:
+    import upstream_sources as up
+    path = mod.replace(".", "/")
+    return (up.mirror_source_at(repo, f"core_v{tag}", path + ".py")
+            or up.mirror_source_at(repo, f"core_v{tag}", path + "/__init__.py"))

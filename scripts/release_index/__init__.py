@@ -19,6 +19,7 @@ from .data import DATA_DIR, SCHEMA  # noqa: F401
 from .derive import derive as derive_events  # noqa: F401 (re-derives events.json from the releases)
 from .release import Release, load  # noqa: F401
 from .names import all_events, catalog, events, find, releases_of, suggest  # noqa: F401
+from . import patches  # noqa: F401 (the first patch release of an event: patches.since)
 from .messages import find_message, message_history, releases_with_message  # noqa: F401
 from .versions import DEFAULT, RELEASES, resolve_version, minor_of  # noqa: F401
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 
-from . import data
+from . import data, patches
 from .versions import RELEASES
 
 # Definitions are preferred over re-exports when a short name matches several keys.
@@ -156,10 +156,14 @@ def events(name: str) -> list[dict]:
     if not keys:
         return []
     raw = _events_data()["events"].get(keys[0], [])
-    return [{"version": v, "change": c, "detail": d, "successor": s, "inferred": bool(i)}
-            for v, c, d, s, i in raw]
+    return [_event(keys[0], *ev) for ev in raw]
+
+
+def _event(key, v, c, d, s, i) -> dict:
+    # since: the first patch release with the new state (release_index.patches); None when not compared.
+    return {"version": v, "change": c, "detail": d, "successor": s, "inferred": bool(i),
+            "since": patches.since(key, v, c)}
 
 
 def all_events() -> dict[str, list[dict]]:
-    return {k: [{"version": v, "change": c, "detail": d, "successor": s, "inferred": bool(i)}
-                for v, c, d, s, i in evs] for k, evs in _events_data()["events"].items()}
+    return {k: [_event(k, *ev) for ev in evs] for k, evs in _events_data()["events"].items()}

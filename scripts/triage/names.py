@@ -58,6 +58,11 @@ def _spans(versions) -> str:
     return _release_spans(versions) if versions else "no indexed release"
 
 
+def _when(ev: dict) -> str:
+    """The first release with the event's state: the patch release when the index compared it."""
+    return ev["since"] if ev.get("since") else ev["version"]
+
+
 def _about(key: str, release: str) -> dict:
     present = ri.releases_of(key)
     evs = ri.events(key)
@@ -65,12 +70,12 @@ def _about(key: str, release: str) -> dict:
     here = release in present
     text = f"{key} is in {_spans(present)}"
     if gone is not None:
-        text += f"; {gone['change']} in {gone['version']}"
+        text += f"; {gone['change']} in {_when(gone)}"
         if gone["successor"]:
             text += f" -> {gone['successor']}" + (" (inferred)" if gone["inferred"] else "")
     added = next((e for e in evs if e["change"] == "added"), None)
     if added is not None:
-        text += f"; added in {added['version']}"
+        text += f"; added in {_when(added)}"
     return {"key": key, "kind": ri.catalog()[key]["kind"], "releases": list(present), "in_your_release": here,
             "events": evs[:MAX_EVENTS], "successor": gone["successor"] if gone else None, "answer": text}
 

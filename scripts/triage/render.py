@@ -49,7 +49,8 @@ def _source(s: dict, under_entry: bool) -> list[str]:
 def _name(n: dict) -> list[str]:
     out = _wrap("name: ", n["answer"])
     for e in n["events"][:6]:
-        out.append(f"      {e['version']} {e['change']}" + (f" {e['detail']}" if e["detail"] else "")
+        since = f" [since {e['since']}]" if e.get("since") and e["since"] != e["version"] else ""
+        out.append(f"      {e['version']} {e['change']}{since}" + (f" {e['detail']}" if e["detail"] else "")
                    + (f" -> {e['successor']}" if e["successor"] else ""))
     if n.get("next_command"):
         out.append(f"    next: {n['next_command']}")
