@@ -58,7 +58,10 @@ SETTINGS = {
           "env": "- Python with megatron-core 0.19.2 installed: `{python}` (you may run it and read the installed packages)."},
     "b": {"title": "no megatron-core importable", "megatron": False, "only_user_release": False,
           "env": "- Python `{python}` (3.10 or newer) WITHOUT megatron-core or torch: `import megatron` fails. Use no other "
-                 "Python interpreter or environment on this machine."},
+                 "Python interpreter or environment on this machine.\n- The user has no copy of Megatron's source either: do "
+                 "NOT read, list, download or unpack megatron-core or Megatron-LM files found anywhere on this machine (other "
+                 "virtual environments, wheel or pip caches, git mirrors, `pip download`); they stand for what the user "
+                 "does not have."},
     "c": {"title": "the user's release differs from the installed one", "megatron": True, "only_user_release": True,
           "env": "- Python with megatron-core 0.19.2 installed: `{python}`. The user's own release, stated in the question, is "
                  "a different one: answer for the user's release."},
@@ -568,12 +571,21 @@ def report(args) -> int:
     return 0
 
 
+# Setting b: Megatron's code read, listed, imported or fetched by a logged command (a command that only
+# prints text, such as printf of a pasted traceback, reads nothing).
+_MEGATRON_CODE = re.compile(r"\.venv|site-packages/megatron|/megatron/(core|training)/|Megatron-LM|\.mirror/|import megatron"
+                            r"|megatron[-_]core[^\s]*\.(whl|tar)|pip3?\s+(download|install)[^|;&]*megatron")
+_PRINTS_ONLY = re.compile(r"^\s*(printf|echo)\b")
+
+
 def _setting_contamination(key: dict, c: dict, records) -> list[str]:
-    """Setting b forbids megatron-core: a logged command that used another environment taints the answer."""
+    """Setting b forbids Megatron's code: a logged command that read it (another environment, a cache, a
+    mirror, a download) taints the answer."""
     if key.get("setting") != "b" or not records:
         return []
     return [f"setting b used megatron-core: {r['command'][:120]}" for r in records
-            if re.search(r"\.venv|site-packages/megatron|import megatron", str(r.get("command", ""))) and r.get("exit_code") == 0]
+            if _MEGATRON_CODE.search(str(r.get("command", ""))) and not _PRINTS_ONLY.match(str(r.get("command", "")))
+            and r.get("exit_code") == 0]
 
 
 def _median(values: list) -> float | None:
