@@ -245,13 +245,21 @@ add(ev("field-te-no-pytorch", "errors", "TH-COSMOS230",
        "Which part of Megatron needs what here?",
        "megatron/core/extensions/transformer_engine.py subclasses Transformer Engine's PyTorch modules at import time "
        "(class TELinear(te.pytorch.Linear) is in 0.19.2 too), so the installed transformer_engine package has no usable "
-       "PyTorch part (transformer_engine.pytorch). Install Transformer Engine with its PyTorch support for this torch build.",
+       "PyTorch part (transformer_engine.pytorch). Install Transformer Engine with its PyTorch support for this torch build. "
+       "(With such a TE, 0.19.2 itself already stops earlier, in megatron/core/fp8_utils.py, which imports "
+       "transformer_engine.pytorch at module level: ModuleNotFoundError: No module named 'transformer_engine.pytorch'; "
+       "TELinear is at line 855 of 0.19.2's file, so the pasted line 94 is an older release's.)",
        ["Says the TE extension module subclasses te.pytorch classes at import", "Says transformer_engine's PyTorch part is missing or broken and must be (re)installed for this torch"],
        [("failing_module", "dotted module name")],
        [text("failing_module", "megatron.core.extensions.transformer_engine", 0,
              None)],
-       [fact("0.19.2 has the same class line", src("class TELinear(te.pytorch.Linear):", "megatron/core/extensions/transformer_engine.py"), True)],
+       [fact("0.19.2 has the same class line", src("class TELinear(te.pytorch.Linear):", "megatron/core/extensions/transformer_engine.py"), True),
+        fact("0.19.2's fp8_utils imports transformer_engine.pytorch at module level",
+             src("from transformer_engine.pytorch.tensor import QuantizedTensor as FP8_TENSOR_CLASS", "megatron/core/fp8_utils.py"), True)],
        ["read megatron/core/extensions/transformer_engine.py of the installed 0.19.2",
+        "imported megatron.core.extensions.transformer_engine and gpt_layer_specs in .venv (0.19.2) with a stand-in TE package "
+        "without transformer_engine.pytorch (tests/data/troubleshooting/fake_te_nopytorch, and the same with __version__ 1.13.0): "
+        "ModuleNotFoundError from megatron/core/fp8_utils.py both times",
         "thread https://github.com/nvidia-cosmos/cosmos-transfer1/issues/230"]))
 
 add(ev("field-legacy-grouped-gemm-spec", "errors", "PV-slime-model_provider-167",
