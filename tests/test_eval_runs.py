@@ -1,0 +1,46 @@
+"""The archived field runs (evals/runs/2026-12-01-field-*) re-grade to the numbers BENCHMARK.md states.
+
+Each archive holds what `run_evals.py report` needs (answers, logs, deterministic grades, the
+graders' rubric files, the label key); re-running `report` on a copy must give the committed
+report's summary, so the tables are reproducible from the committed files and nothing in them is
+typed by hand. Also checked: every answer's cost was measured (a logger log exists) and no
+answer broke its condition's reading rules.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+RUNS = sorted(p for p in (REPO / "evals" / "runs").glob("2026-12-01-field-*") if p.is_dir())
+KEYS = ("eval_pass_rate", "expectation_pass_rate", "confident_wrong", "negative_controls_passed",
+        "contaminated_answers", "answers")
+
+
+def test_the_field_runs_are_archived():
+    assert {p.name for p in RUNS} >= {f"2026-12-01-field-{s}{x}" for s in "abc" for x in ("", "-after")}
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[p.name for p in RUNS])
+def test_report_recomputes_from_the_archive(run, tmp_path):
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    (copy / "report.json").unlink()
+    out = subprocess.run([sys.executable, str(REPO / "evals" / "run_evals.py"), "report", "--run", str(copy)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    fresh = json.loads((copy / "report.json").read_text())["summary"]
+    shipped = json.loads((run / "report.json").read_text())["summary"]
+    for cond in ("with_skill", "without_skill"):
+        assert {k: fresh[cond].get(k) for k in KEYS} == {k: shipped[cond].get(k) for k in KEYS}, cond
+        assert fresh[cond]["cost"] == shipped[cond]["cost"], cond
+        assert fresh[cond]["contaminated_answers"] == 0
+    key = json.loads((run / "key.json").read_text())["labels"]
+    missing_logs = [lab for lab in key if not (run / "logs" / f"{lab}.jsonl").is_file()]
+    assert not missing_logs, missing_logs[:5]
