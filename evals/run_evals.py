@@ -13,6 +13,9 @@
                                              (RUN/logs/<label>.jsonl) into RUN/report.json and RUN/report.md
   run_evals.py ingest --run RUN --label L --transcript FILE
                                              an agent's exported tool-call transcript as its cost log
+  run_evals.py reuse --run RUN --source OLD [--condition without_skill]
+                                             add OLD's answers of one condition to a run prepared for the other
+                                             (a re-run after a change only that condition sees)
   run_evals.py archive --run RUN --name NAME copy what re-grading needs (answers, logs, grades, rubric, key,
                                              report) to evals/runs/NAME/
 
@@ -744,6 +747,42 @@ def archive(args) -> int:
     return 0
 
 
+def reuse(args) -> int:
+    """Add an earlier run's answers of one condition (the same setting and set) to a run prepared with
+    --condition for the other one: labels, answers, logs, tasks and rubric grades are copied, each
+    label marked with `reused_from`. For a re-run after a change that condition cannot see (the
+    without-skill answers never read the bundle)."""
+    run, old = Path(args.run).resolve(), Path(args.source).resolve()
+    try:
+        k_new, k_old = (json.loads((d / "key.json").read_text()) for d in (run, old))
+    except FileNotFoundError as e:
+        print(f"error: {e.filename} missing (run prepare first)", file=sys.stderr)
+        return 1
+    if (k_new.get("setting"), k_new.get("set")) != (k_old.get("setting"), k_old.get("set")):
+        print("error: the two runs differ in setting or set", file=sys.stderr)
+        return 2
+    if any(m["condition"] == args.condition for m in k_new["labels"].values()):
+        print(f"error: {run} already has {args.condition} answers", file=sys.stderr)
+        return 2
+    n = 0
+    for label, meta in sorted(k_old["labels"].items()):
+        if meta["condition"] != args.condition:
+            continue
+        k_new["labels"][label] = dict(meta, reused_from=old.name)
+        for sub, ext in (("answers", ".json"), ("logs", ".jsonl"), ("tasks", ".md")):
+            src = old / sub / f"{label}{ext}"
+            if src.is_file():
+                (run / sub).mkdir(exist_ok=True)
+                shutil.copy2(src, run / sub / src.name)
+        for src in sorted((old / "rubric").glob(f"{label}.*")):
+            (run / "rubric").mkdir(exist_ok=True)
+            shutil.copy2(src, run / "rubric" / src.name)
+        n += 1
+    (run / "key.json").write_text(json.dumps(k_new, indent=1) + "\n")
+    print(f"reused {n} {args.condition} answers of {old} in {run}")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------ main
 
 def main(argv: list[str] | None = None) -> int:
@@ -772,6 +811,10 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("--run", required=True)
     i.add_argument("--label", required=True)
     i.add_argument("--transcript", required=True, help="JSON lines: tool, input, output or output_bytes, start, end")
+    u = sub.add_parser("reuse", help="add an earlier run's answers of one condition to a one-condition run")
+    u.add_argument("--run", required=True, help="run prepared with --condition (the other one)")
+    u.add_argument("--source", required=True, help="earlier run of the same setting and set")
+    u.add_argument("--condition", choices=CONDITIONS, default="without_skill")
     a = sub.add_parser("archive", help="copy a graded run to evals/runs/NAME")
     a.add_argument("--run", required=True)
     a.add_argument("--name", required=True, help="e.g. 2026-12-02-field-a")
@@ -784,7 +827,8 @@ def main(argv: list[str] | None = None) -> int:
         bad = problems(load(Path(args.evals)))
         print("\n".join(bad) if bad else f"ok: {len(load(Path(args.evals))['evals'])} evals", file=sys.stderr if bad else sys.stdout)
         return 1 if bad else 0
-    return {"prepare": prepare, "grade": grade, "report": report, "ingest": ingest, "archive": archive}[args.cmd](args)
+    return {"prepare": prepare, "grade": grade, "report": report, "ingest": ingest, "reuse": reuse,
+            "archive": archive}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -44,3 +44,30 @@ def test_report_recomputes_from_the_archive(run, tmp_path):
     key = json.loads((run / "key.json").read_text())["labels"]
     missing_logs = [lab for lab in key if not (run / "logs" / f"{lab}.jsonl").is_file()]
     assert not missing_logs, missing_logs[:5]
+
+
+def test_reuse_rebuilds_an_after_run_from_its_two_halves(tmp_path):
+    # An "-after" archive is the re-run's with-skill half plus the first run's without-skill answers
+    # (`run_evals.py reuse`): splitting it and reusing again gives the same labels and report.
+    after, first = REPO / "evals/runs/2026-12-01-field-c-after", REPO / "evals/runs/2026-12-01-field-c"
+    half = tmp_path / "half"
+    shutil.copytree(after, half)
+    key = json.loads((half / "key.json").read_text())
+    reused = [lab for lab, m in key["labels"].items() if m.get("reused_from")]
+    assert reused and all(key["labels"][lab]["condition"] == "without_skill" for lab in reused)
+    for lab in reused:
+        del key["labels"][lab]
+        for p in half.rglob(f"{lab}.*"):
+            p.unlink()
+    (half / "key.json").write_text(json.dumps(key, indent=1) + "\n")
+    run = [sys.executable, str(REPO / "evals" / "run_evals.py")]
+    out = subprocess.run(run + ["reuse", "--run", str(half), "--source", str(first)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    again = subprocess.run(run + ["reuse", "--run", str(half), "--source", str(first)], capture_output=True, text=True)
+    assert again.returncode == 2 and "already has without_skill" in again.stderr
+    rebuilt = json.loads((half / "key.json").read_text())["labels"]
+    assert sorted(rebuilt) == sorted(json.loads((after / "key.json").read_text())["labels"])
+    subprocess.run(run + ["report", "--run", str(half)], capture_output=True, text=True, check=True)
+    fresh = json.loads((half / "report.json").read_text())["summary"]
+    shipped = json.loads((after / "report.json").read_text())["summary"]
+    assert all(fresh[c]["eval_pass_rate"] == shipped[c]["eval_pass_rate"] for c in ("with_skill", "without_skill"))
