@@ -57,7 +57,8 @@ class CodeSpan:
 
 
 def bundle_markdown(root: Path = REPO) -> list[Path]:
-    """Every Markdown file of the bundle under ``root``; fixtures below tests/fixtures are not the bundle."""
+    """Every Markdown file of the bundle under ``root``; fixtures below tests/fixtures and the agents' files of
+    archived benchmark runs (evals/runs/NAME/answers, rubric, tasks) are not the bundle."""
     out = []
     for p in sorted(root.rglob("*.md")):
         rel = p.relative_to(root).parts
@@ -65,6 +66,8 @@ def bundle_markdown(root: Path = REPO) -> list[Path]:
             continue
         if rel[:2] == ("tests", "fixtures"):
             continue
+        if rel[:2] == ("evals", "runs") and len(rel) > 4:
+            continue  # an archived run's answers, tasks and rubric files: agents' text, kept as data
         out.append(p)
     return out
 
