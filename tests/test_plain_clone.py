@@ -112,9 +112,11 @@ def _tracked() -> list:
     if r.returncode != 0:
         pytest.skip("not a git checkout: the scan reads the tracked files")
     # tests/data and tests/fixtures hold recorded output and fake packages: data, never run as
-    # tests or scripts (the contract fixtures are broken bundles on purpose).
+    # tests or scripts (the contract fixtures are broken bundles on purpose); so do the answering and
+    # grading agents' files of archived benchmark runs (their task files name the run's own paths).
     return [p for p in r.stdout.split("\0") if p and (REPO / p).is_file()
             and not p.startswith(("tests/data/", "tests/fixtures/contract/"))
+            and not (p.startswith("evals/runs/") and any(f"/{d}/" in p for d in ("answers", "rubric", "tasks", "logs")))
             and p != SELF  # its literals are the scan's own test inputs
             and (p.endswith(CODE + (".md",)) or p in ("Makefile", ".ci/run"))]
 
