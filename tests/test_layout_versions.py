@@ -101,25 +101,25 @@ def test_cuda_device_max_connections_precedence(version, bound_to_cp):
     assert ("Blackwell included" in warning["message"]) is bound_to_cp
 
 
-OLD_PROBE = r"""
-import json, sys, warnings
-warnings.simplefilter("ignore")
-from megatron.core.transformer.transformer_config import TransformerConfig
-out = {}
-for name, kw in (("gqa", dict(num_layers=4, hidden_size=1024, num_attention_heads=16,
-                              num_query_groups=2, tensor_model_parallel_size=8)),
-                 ("mismatch", dict(num_layers=8, hidden_size=64, num_attention_heads=8,
-                                   pipeline_model_parallel_size=4,
-                                   num_layers_in_first_pipeline_stage=4,
-                                   num_layers_in_last_pipeline_stage=4,
-                                   pipeline_dtype=__import__("torch").bfloat16))):
-    try:
-        TransformerConfig(**kw)
-        out[name] = None
-    except (AssertionError, ValueError) as exc:
-        out[name] = str(exc)
-print(json.dumps(out))
-"""
+def _config_probe(cases: str) -> str:
+    """A child script for an old release's interpreter: TransformerConfig(**kw) for each
+    (name, kw) of CASES (Python source), printing {name: None or the error text} as JSON."""
+    return ("import json, warnings\nwarnings.simplefilter('ignore')\n"
+            "from megatron.core.transformer.transformer_config import TransformerConfig\n"
+            + cases + "\nout = {}\nfor name, kw in CASES:\n    try:\n        TransformerConfig(**kw)\n"
+            "        out[name] = None\n    except (AssertionError, ValueError) as exc:\n"
+            "        out[name] = str(exc)\nprint(json.dumps(out))\n")
+
+
+OLD_PROBE = _config_probe("""
+CASES = (("gqa", dict(num_layers=4, hidden_size=1024, num_attention_heads=16,
+                      num_query_groups=2, tensor_model_parallel_size=8)),
+         ("mismatch", dict(num_layers=8, hidden_size=64, num_attention_heads=8,
+                           pipeline_model_parallel_size=4,
+                           num_layers_in_first_pipeline_stage=4,
+                           num_layers_in_last_pipeline_stage=4,
+                           pipeline_dtype=__import__("torch").bfloat16)))
+""")
 
 
 @pytest.mark.slow
@@ -235,22 +235,12 @@ def test_release_dependent_messages_follow_the_released_sources(rule_id, argv, s
             assert not {e for e in by_release.values() if e} & in_source, version
 
 
-CORE_0131_PROBE = r"""
-import json, warnings
-warnings.simplefilter("ignore")
-from megatron.core.transformer.transformer_config import TransformerConfig
+CORE_0131_PROBE = _config_probe("""
 base = dict(num_layers=4, hidden_size=64, num_attention_heads=8, num_moe_experts=8)
-out = {}
-for name, kw in (("moe-bias", dict(base, add_bias_linear=True, expert_tensor_parallel_size=1)),
-                 ("ep-tp-no-sp", dict(base, add_bias_linear=False, tensor_model_parallel_size=2,
-                                      expert_model_parallel_size=2, sequence_parallel=False))):
-    try:
-        TransformerConfig(**kw)
-        out[name] = None
-    except (AssertionError, ValueError) as exc:
-        out[name] = str(exc)
-print(json.dumps(out))
-"""
+CASES = (("moe-bias", dict(base, add_bias_linear=True, expert_tensor_parallel_size=1)),
+         ("ep-tp-no-sp", dict(base, add_bias_linear=False, tensor_model_parallel_size=2,
+                              expert_model_parallel_size=2, sequence_parallel=False)))
+""")
 
 
 @pytest.mark.slow
