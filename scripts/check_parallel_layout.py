@@ -49,7 +49,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cli_guard  # noqa: E402
-from parallel_layout import SCHEMA_VERSION, MEGATRON_CORE_VERSION  # noqa: E402
+from parallel_layout import SCHEMA_VERSION, MEGATRON_CORE_VERSION, gpus  # noqa: E402
 from parallel_layout.errors import BadInput  # noqa: E402
 from parallel_layout.flags import (add_layout_arguments, layout_from_namespace,  # noqa: E402
                                    resolve_release_dependent)
@@ -95,7 +95,7 @@ def build_parser():
                              "0 = all)" % PLAN_LIMIT)
     parser.add_argument("--gpu", metavar="NAME",
                         help="GPU for the performance prediction and the memory budget: "
-                             "a100-80g, h100, h200, b200, b300, gb200, gb300")
+                             + ", ".join(gpus.names()))
     parser.add_argument("--full", action="store_true",
                         help="with --plan: every layout, each with its whole performance "
                              "breakdown (default output stays under 4 KB text / 16 KB JSON)")
@@ -394,7 +394,6 @@ def run(argv):
     limit = args.plan_limit if args.plan_limit is not None else (0 if args.full else PLAN_LIMIT)
     gpu = None
     if args.gpu:
-        from parallel_layout import gpus
         gpu = gpus.get(args.gpu)
         if layout.gpu_memory_gib is None:  # the GPU's HBM is the memory budget
             layout.gpu_memory_gib = gpus.memory_budget_gib(gpu["name"])
