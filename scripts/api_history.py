@@ -153,8 +153,8 @@ def _in_range(ev: dict, lo: str | None, hi: str | None) -> bool:
 
 def _fmt_event(ev: dict, key: str | None = None, full: bool = False) -> str:
     parts = [ev["version"].ljust(7), ev["change"].ljust(17)]
-    if ev.get("since") and ev["since"] != ev["version"]:
-        parts.append(f"[since {ev['since']}]")
+    if ri.patches.note(ev):
+        parts.append(ri.patches.note(ev))
     if key:
         parts.append(key)
     if ev["detail"]:

@@ -56,6 +56,11 @@ def since(key: str, version: str, change: str) -> str | None:
     return _data()["since"].get(key, {}).get(version, version)
 
 
+def note(ev: dict) -> str:
+    """"[since 0.15.0]" when an event's first patch release is not its indexed release, else ""."""
+    return f"[since {ev['since']}]" if ev.get("since") and ev["since"] != ev["version"] else ""
+
+
 def tags_compared() -> dict[str, list[str]]:
     """Indexed release -> the earlier patch tags of its line that were compared."""
     return _data()["tags"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+from release_index import patches
+
 MAX_FIELD = 600
 
 
@@ -49,8 +51,9 @@ def _source(s: dict, under_entry: bool) -> list[str]:
 def _name(n: dict) -> list[str]:
     out = _wrap("name: ", n["answer"])
     for e in n["events"][:6]:
-        since = f" [since {e['since']}]" if e.get("since") and e["since"] != e["version"] else ""
-        out.append(f"      {e['version']} {e['change']}{since}" + (f" {e['detail']}" if e["detail"] else "")
+        since = patches.note(e)
+        out.append(f"      {e['version']} {e['change']}" + (f" {since}" if since else "")
+                   + (f" {e['detail']}" if e["detail"] else "")
                    + (f" -> {e['successor']}" if e["successor"] else ""))
     if n.get("next_command"):
         out.append(f"    next: {n['next_command']}")
