@@ -154,14 +154,18 @@ def loose(text: str) -> tuple[re.Pattern | None, tuple, int]:
     return whole, tuple(reversed(cuts)), fixed
 
 
+@functools.lru_cache(maxsize=None)
+def _start_parts(text: str) -> int:
+    """How many parts of the message run up to its second literal word (0: fewer than two)."""
+    literal = [k for k, p in enumerate(_loose_parts(text), 1) if p and p is not NUMBER][:2]
+    return literal[1] if len(literal) == 2 else 0
+
+
 def _same_start(text: str, line: str) -> bool:
     """The line starts as the message does, up to its second literal word (values in between as
     the message has them): a truncated paste may share few of its words."""
-    parts = _loose_parts(text)
-    literal = [k for k, p in enumerate(parts, 1) if p and p is not NUMBER][:2]
-    if len(literal) < 2:
-        return False
-    return _prefix_rx(text, literal[1]).match(message_part(line).lower()) is not None
+    k = _start_parts(text)
+    return bool(k) and _prefix_rx(text, k).match(message_part(line).lower()) is not None
 
 
 def _enough(kept: int, fixed: int) -> bool:
@@ -182,11 +186,10 @@ def _prefix_rx(text: str, k: int) -> re.Pattern:
 def _untagged(text: str, line: str) -> str:
     """The line from where the message starts, when a short title tag comes first ("[Bug] RuntimeError:
     ...", "dsv3:No dot product ...", "[Blackwell B200] No ..."); else the line as it is."""
-    parts = _loose_parts(text)
-    literal = [k for k, p in enumerate(parts, 1) if p and p is not NUMBER][:2]
-    if len(literal) < 2 or _same_start(text, line):
+    k = _start_parts(text)
+    if not k or _same_start(text, line):
         return line
-    m = _prefix_rx(text, literal[1]).search(line[:TAG_MAX + 200].lower())
+    m = _prefix_rx(text, k).search(line[:TAG_MAX + 200].lower())
     if m is None or m.start() == 0 or m.start() > TAG_MAX or line[m.start() - 1].isalnum():
         return line
     return line[m.start():]
