@@ -576,7 +576,8 @@ def report(args) -> int:
 
 # Setting b: Megatron's code read, listed, imported or fetched by a logged command (a command that only
 # prints text, such as printf of a pasted traceback, reads nothing).
-_MEGATRON_CODE = re.compile(r"\.venv|site-packages/megatron|/megatron/(core|training)/|Megatron-LM|\.mirror/|import megatron"
+_MEGATRON_CODE = re.compile(dict(COST_CLASSES)["megatron_source"].pattern
+                            + r"|\.venv|\.mirror/|import megatron"
                             r"|megatron[-_]core[^\s]*\.(whl|tar)|pip3?\s+(download|install)[^|;&]*megatron")
 _PRINTS_ONLY = re.compile(r"^\s*(printf|echo)\b")
 
