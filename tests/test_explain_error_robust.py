@@ -240,8 +240,7 @@ def test_a_paste_cut_right_after_a_value():
     assert not missed, missed
 
 
-@pytest.mark.parametrize("eid,quoted", PROSE[:1] + [pytest.param(*p.values, id=p.id) for p in te.MESSAGES
-                                                    if len(p.values[1].splitlines()[0]) >= 50][:12])
+@pytest.mark.parametrize("eid,quoted", PROSE[:1] + [p for p in te.MESSAGES if len(p.values[1].splitlines()[0]) >= 50][:12])
 def test_a_message_quoted_inside_a_sentence(eid, quoted):
     first = quoted.splitlines()[0]
     for sentence in (f"After the upgrade every run fails with `{first}` on all ranks.",
