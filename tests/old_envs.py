@@ -9,6 +9,7 @@ test in a fresh clone, where nothing has built them yet; here only a machine wit
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -33,14 +34,31 @@ def venv_python(release: str) -> Path:
     return Path(os.environ.get(var, str(REPO / venv))) / "bin" / "python"
 
 
-def python_for(release: str) -> Path:
-    """The interpreter with ``release`` installed, building its environment on first use."""
+def built(release: str) -> bool:
+    """Whether the environment is complete: its build script writes the stamp last (an
+    interpreter alone exists from the build's first step on)."""
     py = venv_python(release)
-    if release == "0.19.2" or py.exists():
+    if os.environ.get(ENVS[release][2]):  # a directory the user gave: theirs, used as it is
+        return py.exists()
+    return py.exists() and (py.parent.parent / f".built-{release.replace('.', '')}").exists()
+
+
+def python_for(release: str) -> Path:
+    """The interpreter with ``release`` installed, building its environment on first use.
+    Parallel test workers (pytest-xdist) build it once: the build holds a file lock, and a worker
+    that waited finds the stamp and builds nothing."""
+    py = venv_python(release)
+    if release == "0.19.2" or built(release):
         return py
-    script = ENVS[release][0]
-    proc = subprocess.run(["bash", str(REPO / "tests" / "fixtures" / script)], capture_output=True,
-                          text=True, timeout=BUILD_TIMEOUT_S)
+    lock_dir = REPO / ".cache"
+    lock_dir.mkdir(exist_ok=True)
+    with open(lock_dir / f"old-env-{release}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if built(release):
+            return py
+        script = ENVS[release][0]
+        proc = subprocess.run(["bash", str(REPO / "tests" / "fixtures" / script)],
+                              capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
     if proc.returncode == 3:
         pytest.skip(f"cannot build megatron-core {release}: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -31,6 +31,17 @@ VENVS = {"0.19.2": REPO / ".venv" / "bin" / "python",
          "0.13.1": REPO / ".venv-0131" / "bin" / "python"}
 
 
+def python_of(release):
+    """The interpreter of ``release`` (built on first use, once across parallel workers), or None
+    where it cannot be built here."""
+    import old_envs
+    import pytest
+    try:
+        return old_envs.python_for(release)
+    except pytest.skip.Exception:
+        return None
+
+
 CHILD = REPO / "tests" / "review_oracle_child.py"
 
 
@@ -97,21 +108,22 @@ def oracle_all(entries=None):
         if text is None:
             continue
         for rel in releases_of(entry):
-            if VENVS.get(rel) and VENVS[rel].exists():
+            if rel in VENVS and python_of(rel):
                 by_rel[rel].append({"key": key(entry), "text": text})
     child = REPO / "tests" / "review_oracle_child.py"
     # TransformerConfig's attributes in every environment: a read of one that another release
     # has is a removed (or not yet added) field, not some other object's attribute.
     fields = {}
-    for rel, py in VENVS.items():
-        if py.exists():
+    for rel in VENVS:
+        py = python_of(rel)
+        if py:
             proc = subprocess.run([str(py), str(child)], input=json.dumps({"fields_only": True}),
                                   capture_output=True, text=True, timeout=300)
             fields[rel] = set(json.loads(proc.stdout))
     elsewhere = sorted(set().union(*fields.values()))
     out = {}
     for rel, items in by_rel.items():
-        proc = subprocess.run([str(VENVS[rel]), str(child)],
+        proc = subprocess.run([str(python_of(rel)), str(child)],
                               input=json.dumps({"items": items, "elsewhere": elsewhere}),
                               capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:

@@ -54,12 +54,17 @@ def gloo_world_of_one():
     import torch.distributed as dist
     from megatron.core import parallel_state
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    dist.init_process_group("gloo", rank=0, world_size=1)
+    # Another test in this process (review_helpers.cpu_world, kept for the process) may hold the
+    # default group already: reuse it, and tear down only what this fixture made.
+    created = not dist.is_initialized()
+    if created:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+        dist.init_process_group("gloo", rank=0, world_size=1)
     parallel_state.initialize_model_parallel()
     yield
     parallel_state.destroy_model_parallel()
-    dist.destroy_process_group()
+    if created:
+        dist.destroy_process_group()
 
 
 @pytest.mark.slow

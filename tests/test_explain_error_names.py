@@ -23,6 +23,9 @@ import triage  # noqa: E402
 import old_envs  # noqa: E402
 import triage_logs as tl  # noqa: E402
 
+# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
+pytestmark = pytest.mark.xdist_group("test_explain_error_names")
+
 # Each probe runs one statement in the child and prints the exception line Python prints.
 PROBES = {
     "module_removed": "import megatron.core.transformer.custom_layers.transformer_engine",

@@ -15,15 +15,14 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "inspect_core_api.py")
 DRIFT = os.path.join(ROOT, "tests", "fixtures", "hostile", "drift")
-MAKE_ENV = os.path.join(ROOT, "tests", "fixtures", "make_old_env.sh")
-OLD_PY = os.path.join(os.environ.get("OLD_VENV", os.path.join(ROOT, ".venv-0161")), "bin", "python")
 REFERENCES = os.path.join(ROOT, "references")
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from inspector import probes  # noqa: E402
 import inspector_schema as schema  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_inspect_drift")]
 
 EXPECTED_DRIFT = {
     "name:megatron.core.models.hybrid.hybrid_model:HybridModel": "missing",
@@ -34,11 +33,8 @@ EXPECTED_DRIFT = {
 
 @pytest.fixture(scope="module")
 def old_python():
-    r = subprocess.run(["bash", MAKE_ENV], capture_output=True, text=True, timeout=900)
-    if r.returncode == 3:
-        pytest.skip("no Python 3.11 to build megatron-core 0.16.1 with: " + r.stderr.strip())
-    assert r.returncode == 0, r.stderr[-3000:]
-    return OLD_PY
+    import old_envs  # builds .venv-0161 (make_old_env.sh) once across parallel workers
+    return str(old_envs.python_for("0.16.1"))
 
 
 @pytest.fixture(scope="module")
