@@ -72,6 +72,15 @@ def main():
     print(f"\nsoftware drift 26.04.01 -> 26.06 on {len(drift)} unchanged settings: median "
           f"x{statistics.median(drift.values()):.3f}, range x{min(drift.values()):.2f} .. "
           f"x{max(drift.values()):.2f}")
+    import fit_performance
+    floor = fit_performance._persistence(pub["rows"], split, test_errors)
+    print(f"\npersistence floor: {len(floor['rows'])} held-out rows whose setting a fit release "
+          "published, each predicted by that setting's newest fit-release measurement")
+    for key, s in sorted(floor["summary"].items(), key=lambda kv: (kv[0] == "all/all", kv[0])):
+        model = floor["model_on_same_rows"][key]
+        print(f"  {key:<12} {s['rows']:>3} rows  floor median {s['median_abs_error']:6.1%} max "
+              f"{s['max_abs_error']:6.1%}   model median {model['median_abs_error']:6.1%} max "
+              f"{model['max_abs_error']:6.1%}")
     print(f"\nprediction: {per_row * 1e6:.0f} us per layout")
 
 

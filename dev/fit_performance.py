@@ -69,7 +69,21 @@ def error_table(calib, fit_items, test_items):
                        "top3": sum(1 for r in ranked if r["rank"] <= 3),
                        "ranked": len(ranked), "held_out": len(ranks)},
         "release_drift_26.04.01_to_26.06": C.release_drift(pub["rows"], "26.04.01", "26.06"),
+        "persistence_floor": _persistence(pub["rows"], split, test_errors),
     }
+
+
+def _persistence(rows, split, test_errors):
+    """The floor under the held-out error that the split allows (calibration.persistence_rows),
+    beside the model's own error on the same rows."""
+    floor = C.persistence_rows(rows, split, {e["id"]: e["moe"] for e in test_errors})
+    same = {f["id"] for f in floor}
+    model = [e for e in test_errors if e["id"] in same]
+    return {"note": "Each held-out row whose setting (model, system, precision, GPUs, batch, "
+                    "layout) was published in a fit release, predicted by its own measurement "
+                    "in the newest such release: no model fitted on the fit releases knows more "
+                    "of an unchanged setting.",
+            "rows": floor, "summary": _summary(floor), "model_on_same_rows": _summary(model)}
 
 
 def _summary(errors):
@@ -85,6 +99,10 @@ def main():
     print("fit rows:\n" + C.format_table(C.error_rows(fit_items, calib)))
     print("held-out rows:\n" + C.format_table(C.error_rows(test_items, calib)))
     ranks = table["plan_ranks"]
+    floor = table["persistence_floor"]["summary"]["all/all"]
+    print(f"persistence floor ({floor['rows']} held-out rows, each predicted by its own setting's "
+          f"latest fit-release measurement): median {floor['median_abs_error']:.1%}, max "
+          f"{floor['max_abs_error']:.1%}")
     print(f"--plan top 3: {ranks['top3']} of {ranks['held_out']} held-out layouts "
           f"({ranks['ranked']} ranked at all)")
     if args.check:

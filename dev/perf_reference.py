@@ -141,6 +141,7 @@ def section():
     moe = [abs(e["error"]) for e in held["rows"] if e["moe"]]
     drift = table["release_drift_26.04.01_to_26.06"]
     qwen = [v for k, v in drift.items() if "Qwen3" in k and "H100" not in k]
+    floor = table["persistence_floor"]["summary"]["all/all"]
     out += ["",
             f"Dense rows: median {pct(statistics.median(dense))}, max {pct(max(dense))} "
             f"({len(dense)} rows). MoE rows: median {pct(statistics.median(moe))}, max "
@@ -148,6 +149,12 @@ def section():
             f"{pct(min(qwen) - 1)} to {pct(max(qwen) - 1)} faster in 26.06 than in 26.04.01 "
             "(Qwen3 on GB200/GB300/B300; dense Llama rows moved under 3%), a software gain no "
             "fit on older releases can know. "
+            f"Even each held-out setting's own latest measurement in a fit release, as a "
+            f"prediction, is {pct(floor['median_abs_error'])} off in the median (max "
+            f"{pct(floor['max_abs_error'])}, {floor['rows']} rows; MoE on GB200 "
+            f"{pct(table['persistence_floor']['summary']['gb200/MXFP8']['median_abs_error'])}, "
+            f"GB300 {pct(table['persistence_floor']['summary']['gb300/MXFP8']['median_abs_error'])}"
+            "): the floor this split allows (`persistence_floor` in the table). "
             f"{len(table['not_representable'])} published rows are not representable (hybrid "
             "Mamba models, SFT and LoRA, DeepSeek-V4); `tests/data/perf_error_table.json` lists "
             "each with why.", ""]

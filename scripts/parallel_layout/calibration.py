@@ -273,13 +273,48 @@ def memory_budget(layout, gpu):
     return layout, None if total is None else total <= hbm * M.GIB
 
 
+SETTING_FIELDS = ("section", "model", "system", "precision", "gpus", "gbs", "mbs", "seq_length",
+                  "tp", "pp", "cp", "vp", "ep")
+
+
+def setting_key(row):
+    """What a published row fixes apart from the container release: model, system, precision, GPU
+    count, batch and layout."""
+    return tuple(row.get(k) for k in SETTING_FIELDS)
+
+
 def release_drift(rows, old, new):
     """Measured new/old tokens/s/GPU of the settings (model, system, precision, GPUs, batch,
     layout) published unchanged in releases ``old`` and ``new``: software change alone."""
-    def key(r):
-        return tuple(r.get(k) for k in ("section", "model", "system", "precision", "gpus", "gbs",
-                                        "mbs", "seq_length", "tp", "pp", "cp", "vp", "ep"))
-    before = {key(r): r for r in rows if r["release"] == old}
-    return {r["id"]: round(r["tokens_per_sec_per_gpu"] / before[key(r)]["tokens_per_sec_per_gpu"],
-                           4)
-            for r in rows if r["release"] == new and key(r) in before}
+    before = {setting_key(r): r for r in rows if r["release"] == old}
+    return {r["id"]: round(r["tokens_per_sec_per_gpu"]
+                           / before[setting_key(r)]["tokens_per_sec_per_gpu"], 4)
+            for r in rows if r["release"] == new and setting_key(r) in before}
+
+
+def persistence_rows(rows, split_spec, ids):
+    """The held-out rows (``ids``: {id: is MoE} of those the model represents) whose setting was published in a fit release, each "predicted"
+    by that setting's own measurement in the newest such release: [{id, gpu, precision, model,
+    moe, measured, predicted, error, from_release}].  No model fitted on the fit releases knows
+    more about an unchanged setting than its latest measurement there, so this table's error is
+    a floor under what the split lets any such model reach (software gains after the newest fit
+    release show up as error here as in the model's table)."""
+    order = {r: i for i, r in enumerate(split_spec["fit_releases"])}
+    latest = {}
+    for r in rows:
+        if r["release"] in order:
+            k = setting_key(r)
+            if k not in latest or order[r["release"]] > order[latest[k]["release"]]:
+                latest[k] = r
+    out = []
+    for r in rows:
+        old = latest.get(setting_key(r))
+        if r["id"] not in ids or old is None:
+            continue
+        out.append({"id": r["id"], "gpu": G.SYSTEMS[r["system"]], "precision": r["precision"],
+                    "model": r["model"], "moe": ids[r["id"]],
+                    "measured": r["tokens_per_sec_per_gpu"],
+                    "predicted": old["tokens_per_sec_per_gpu"], "from_release": old["release"],
+                    "error": round(old["tokens_per_sec_per_gpu"] / r["tokens_per_sec_per_gpu"]
+                                   - 1, 4)})
+    return out
