@@ -10,11 +10,12 @@ env:
 inspect: env
 	@$(PY) scripts/inspect_core_api.py $(ARGS)
 
-# pytest-xdist: one worker per core (at most 4), files with module-scoped fixtures kept whole
-# (their xdist_group marks); TEST_WORKERS=0 runs in this process.
+# pytest-xdist: one worker per core (at most 4), each test file whole on one worker (module
+# fixtures and tests that read what earlier tests of their file recorded); TEST_WORKERS=0 runs
+# in this process.
 TEST_WORKERS ?= auto
 test: env
-	@$(PY) -m pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadgroup $(ARGS)
+	@$(PY) -m pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile $(ARGS)
 
 bench: env
 	@for b in bench/*.py; do $(PY) $$b || exit 1; done

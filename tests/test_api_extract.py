@@ -16,9 +16,6 @@ import reference_facts as rf  # noqa: E402
 import upstream_sources as up  # noqa: E402
 from reference_index import build  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = pytest.mark.xdist_group("test_api_extract")
-
 DATA = REPO / "tests" / "data" / "api"
 
 

@@ -33,9 +33,6 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import upstream_sources as up  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = pytest.mark.xdist_group("test_api_facts")
-
 DOCS = [REPO / "SKILL.md", *sorted((REPO / "references").glob("*.md"))]
 FACTS = rf.extract_facts([p for p in DOCS if p.is_file()])
 OTHER_PYTHON = os.environ.get("API_FACTS_PYTHON")

@@ -17,9 +17,6 @@ import pytest
 
 import cli_cases
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = pytest.mark.xdist_group("test_cli_sizes")
-
 TEXT_MAX, JSON_MAX = 4096, 16384
 BIG_WORLD = ["--world-size", "16384", "--tensor-model-parallel-size", "8", "--pipeline-model-parallel-size", "8",
              "--num-layers", "96", "--hidden-size", "12288", "--num-attention-heads", "96", "--seq-length", "2048",

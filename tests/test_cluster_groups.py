@@ -27,8 +27,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from inspector.cluster import groups as cluster_groups, render as cluster_render  # noqa: E402
 from procutil import free_port  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_cluster_groups")]
+pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 4.0
 

@@ -31,8 +31,7 @@ LAYOUT_SCRIPT = ROOT / "scripts" / "check_parallel_layout.py"
 PY = sys.executable
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))  # the launcher of the same environment
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_cluster_launch")]
+pytestmark = pytest.mark.slow
 
 LAYOUT_FLAGS = ["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"]
 # Outer limit for one 4-rank run on a loaded 2-core machine; a hang fails the test, not CI.

@@ -21,8 +21,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from inspector import probes  # noqa: E402
 import inspector_schema as schema  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_inspect_drift")]
+pytestmark = pytest.mark.slow
 
 EXPECTED_DRIFT = {
     "name:megatron.core.models.hybrid.hybrid_model:HybridModel": "missing",

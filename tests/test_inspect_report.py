@@ -20,8 +20,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from inspector import STATUSES, objects, probes  # noqa: E402
 import inspector_schema as schema  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_inspect_report")]
+pytestmark = pytest.mark.slow
 
 SECRETS = {"HF_TOKEN": "hf_inspectorTestSecret0123", "NCCL_IB_PASSWORD": "ncclTestPassw0rd!",
            "TORCH_HUB_URL": "https://bob:urlPassw0rd99@example.com/hub"}

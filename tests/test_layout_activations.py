@@ -22,9 +22,6 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from parallel_layout import activations  # noqa: E402
 import layer_activation_probe as probe  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = pytest.mark.xdist_group("test_layout_activations")
-
 TOLERANCE = 0.10
 PROBE = os.path.join(ROOT, "tests", "layer_activation_probe.py")
 

@@ -25,9 +25,6 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "scripts")]
 
 from parallel_layout.verify import GroupOfSize  # noqa: E402  (stdlib at import)
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = pytest.mark.xdist_group("test_layout_core_users")
-
 DOC = ROOT / "references" / "parallelism-reference.md"
 SECTION = "## Rules only Megatron-LM checks"
 KINDS = ("nothing", "another message", "a later failure", "a later warning", "another default", "the same default",

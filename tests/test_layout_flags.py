@@ -16,8 +16,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from parallel_layout import flags  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_layout_flags")]
+pytestmark = pytest.mark.slow
 
 REQUIRED_BY_ISSUE = """--tensor-model-parallel-size --pipeline-model-parallel-size
 --num-layers-per-virtual-pipeline-stage --num-virtual-stages-per-pipeline-rank

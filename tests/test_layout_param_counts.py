@@ -17,9 +17,6 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from parallel_layout import flags, memory, verify  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = pytest.mark.xdist_group("test_layout_param_counts")
-
 H, HEADS, FFN, VOCAB, SEQ, LAYERS = 64, 8, 96, 512, 32, 4
 
 DENSE = list(itertools.product([1, 2, 4], [1, 2], [True, False], [True, False], [None, 2],

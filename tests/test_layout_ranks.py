@@ -14,8 +14,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 from parallel_layout import flags, ranks  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_layout_ranks")]
+pytestmark = pytest.mark.slow
 
 DENSE_TOKENS = ["tp", "pp", "dp", "cp", "dp-cp", "tp-cp", "tp-dp", "tp-dp-cp", "tp-pp",
                 "tp-cp-dp-pp", "pp-dp"]

@@ -19,9 +19,6 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "dev")]
 import release_ast  # noqa: E402
 from release_index import load  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = pytest.mark.xdist_group("test_release_ast_conditions")
-
 SRC = {
     "megatron/core/__init__.py": "",
     "megatron/core/cfg.py": '''

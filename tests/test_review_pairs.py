@@ -16,9 +16,6 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "scripts" / "model_review"), s
 import release_index  # noqa: E402
 from model_review import checks_pairs, releases  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = pytest.mark.xdist_group("test_review_pairs")
-
 VIEW = releases.View(release_index, "0.19.2")
 LOCAL, BLOCK = checks_pairs.PROVEN
 # A value away from the default for each config field, plus settings it needs.

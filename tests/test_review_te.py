@@ -15,12 +15,8 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
 from model_review import checks_imports  # noqa: E402
 from model_review.context import te_installed  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = [
-    pytest.mark.skipif(te_installed(), reason="the MagicMock claims need an "
-                       "environment without Transformer Engine"),
-    pytest.mark.xdist_group("test_review_te"),
-]
+pytestmark = pytest.mark.skipif(te_installed(), reason="the MagicMock claims need an "
+                                "environment without Transformer Engine")
 
 
 @pytest.fixture(scope="module")
