@@ -11,6 +11,7 @@ What is read, and why it is enough for the questions the bundle answers:
   fields, inherited fields first, like ``dataclasses`` does) and public methods of public classes,
   with a short hash of each body (renames are found by identical bodies);
 - dataclass fields with type, default and the literal a ``__post_init__`` assigns;
+- the members of enum classes (public names their bodies assign);
 - Megatron-LM's argparse flags: ``add_argument`` calls in ``megatron/training/arguments.py`` and the
   groups ``ArgumentGroupFactory`` derives from config dataclasses (from 0.17 on);
 - the fixed text of ``raise``, ``assert``, ``warnings.warn`` and logger warning/error calls.
@@ -726,6 +727,30 @@ def _known_names(comp: Compiler, flags: dict | None) -> tuple[frozenset, dict[st
 
 # -- one release -------------------------------------------------------------------------------
 
+ENUM_BASES = {"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"}
+
+
+def _is_enum(tree: "Tree", mod: str, node: ast.ClassDef, depth: int = 0) -> bool:
+    """An enum class: a base named like the ``enum`` module's classes, or a Megatron class that is
+    one (``class AttnBackend(enum.Enum)``, ``class Fp8Recipe(str, enum.Enum)``)."""
+    if any(ast.unparse(b).rsplit(".", 1)[-1] in ENUM_BASES for b in node.bases):
+        return True
+    return depth < 5 and any(_is_enum(tree, bmod, bnode, depth + 1)
+                             for bmod, bnode in tree.base_classes(mod, node))
+
+
+def _enum_members(node: ast.ClassDef) -> list[str]:
+    """Public names an enum class body assigns (its members), in source order: what
+    ``ModelType.encoder_and_decoder`` looks up."""
+    out = []
+    for st in node.body:
+        targets = st.targets if isinstance(st, ast.Assign) else []
+        for t in targets:
+            if isinstance(t, ast.Name) and _public(t.id) and t.id not in out:
+                out.append(t.id)
+    return out
+
+
 def compile_release(version: str, files: dict[str, str], source: str) -> dict:
     """The release index data of one release (JSON-ready, deterministic)."""
     tree = Tree(files)
@@ -734,6 +759,7 @@ def compile_release(version: str, files: dict[str, str], source: str) -> dict:
     modules: dict[str, dict] = {}
     sigs: dict[str, list] = {}
     fields: dict[str, list] = {}
+    members: dict[str, list] = {}
     messages: list[list] = []
     flags = _flags(comp)
     known, flags_of = _known_names(comp, flags)
@@ -771,6 +797,8 @@ def compile_release(version: str, files: dict[str, str], source: str) -> dict:
             sig = comp.class_signature(name, node)
             if sig is not None:
                 sigs[f"{name}:{n}"] = [sig[0], sig[1], _body_hash(node)]
+            if _is_enum(tree, name, node):
+                members[f"{name}:{n}"] = _enum_members(node)
             flds = comp.fields(name, node)
             if flds is not None:
                 fields[f"{name}:{n}"] = [[f["name"], f["type"], f["default"], f["post_init"],
@@ -799,6 +827,7 @@ def compile_release(version: str, files: dict[str, str], source: str) -> dict:
         "modules": modules,
         "signatures": sigs,
         "fields": fields,
+        "members": members,
         "flags": flags,
         "messages": sorted(messages, key=lambda r: (r[3], r[5], r[0], r[2])),
     }

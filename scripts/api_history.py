@@ -140,7 +140,9 @@ def _at(key: str, version: str) -> dict:
         cls, _, attr = key.rpartition(".")
         if sig is None and attr and ri.catalog().get(key, {}).get("kind") == "field":
             out["field"] = next((f for f in rel.fields(cls) or [] if f["name"] == attr), None)
-        if sig is None and flds is None and "field" not in out:
+        if sig is None and attr and ri.catalog().get(key, {}).get("kind") == "member":
+            out["member_of"] = cls
+        elif sig is None and flds is None and "field" not in out:
             mod, name = key.split(":", 1)
             out["binding"] = rel.names(mod).get(name)
     return out
@@ -197,6 +199,8 @@ def _render_at(at: dict) -> list[str]:
         f = at["field"]
         lines.append(f"  field {f['name']}: {f['type']} = {f['default']}"
                      + (f"; __post_init__ sets {f['post_init']}" if f["post_init"] else ""))
+    if "member_of" in at:
+        lines.append(f"  a member of the enum {at['member_of']}")
     if "flag" in at and at["flag"]:
         lines += [f"  {k}: {v}" for k, v in at["flag"].items() if v not in (None, [], "")]
     if "names" in at:

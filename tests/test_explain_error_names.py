@@ -23,9 +23,6 @@ import triage  # noqa: E402
 import old_envs  # noqa: E402
 import triage_logs as tl  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = pytest.mark.xdist_group("test_explain_error_names")
-
 # Each probe runs one statement in the child and prints the exception line Python prints.
 PROBES = {
     "module_removed": "import megatron.core.transformer.custom_layers.transformer_engine",
@@ -41,6 +38,8 @@ PROBES = {
     "new_field_on_old": ("from megatron.core.transformer.transformer_config import TransformerConfig; "
                          "TransformerConfig(num_layers=2, hidden_size=8, num_attention_heads=2, "
                          "fused_residual_rmsnorm=True)"),
+    "enum_member_removed": "from megatron.core.transformer.enums import ModelType; ModelType.encoder_and_decoder",
+    "pre_core_module": "import megatron.optimizer",
 }
 CHILD = """
 import json, sys, traceback
@@ -145,3 +144,25 @@ def test_names_are_answered_under_plain_python3_without_the_index_loader_importi
             "assert not {'torch', 'megatron'} & set(sys.modules)")
     r = subprocess.run(["python3", "-c", code, str(REPO / "scripts")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_removed_enum_member(raised_0192):
+    # A downstream bridge comparing against ModelType.encoder_and_decoder (ISEEKYAN/mbridge#155).
+    text = raised_0192["enum_member_removed"]
+    assert text.startswith("AttributeError: type object 'ModelType' has no attribute 'encoder_and_decoder'"), text
+    n = _name(text, "0.19.2")
+    h = _history(n["key"])
+    assert n["key"].endswith(":ModelType.encoder_and_decoder") and n["kind"] == "member"
+    assert n["releases"] == h["releases"] and not n["in_your_release"]
+    assert "removed in 0.14.0" in n["answer"]
+
+
+def test_a_module_of_megatron_lms_pre_core_tree(raised_0192):
+    # megatron.optimizer is Megatron-LM's old path (verl-project/verl#82): megatron-core has
+    # megatron.core.optimizer in every indexed release.
+    text = raised_0192["pre_core_module"]
+    assert text == "ModuleNotFoundError: No module named 'megatron.optimizer'", text
+    n = _name(text, "0.19.2")
+    assert n["key"] == n["successor"] == "megatron.core.optimizer"
+    assert n["releases"] == _history("megatron.core.optimizer")["releases"]
+    assert "megatron.optimizer is in no indexed release" in n["answer"] and not n["in_your_release"]

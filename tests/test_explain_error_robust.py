@@ -250,3 +250,20 @@ def test_a_message_quoted_inside_a_sentence(eid, quoted):
         same = {q.values[0] for q in te.MESSAGES if q.values[1].splitlines()[0] == first} | {eid}
         quoting = {r["id"] for r in catalogue.entries() if first in match.prose(r)}
         assert ids[0] in same | quoting, (eid, sentence[:120], ids[:3])
+
+
+@pytest.mark.parametrize("pasted", [
+    # build_module's suffix after another exception (Megatron-Bridge#4077's custom MoE), on one
+    # line as spec_utils.py raises it and wrapped onto lines of their own as pasted there.
+    "TypeError: ErnieMultiTypeMoE.__init__() got an unexpected keyword argument 'is_mtp_layer' "
+    "when instantiating ErnieMultiTypeMoE when instantiating TransformerLayer",
+    "TypeError: ErnieMultiTypeMoE.__init__() got an unexpected keyword argument 'is_mtp_layer'\n"
+    "    when instantiating ErnieMultiTypeMoE\n    when instantiating TransformerLayer",
+])
+def test_build_modules_suffix_alone_is_not_a_bare_assert(pasted):
+    ids = [m["id"] for m in triage.match_log(pasted + "\n")["matches"]]
+    assert "MOE-03" not in ids, ids
+    # The bare assert it documents still matches, nested or not.
+    for bare in ("AssertionError:  when instantiating TransformerLayer",
+                 "AssertionError:  when instantiating MoELayer when instantiating TransformerLayer"):
+        assert triage.match_log(bare + "\n")["matches"][0]["id"] == "MOE-03"

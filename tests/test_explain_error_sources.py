@@ -179,18 +179,12 @@ def test_the_script_prints_the_site_and_exits_0_for_a_message_with_no_entry():
     assert "when: " in out and "No catalogue entry matches this log." in out
 
 
-SHARDS = 4  # the newest release's messages take over a minute: shards spread them over workers
-
-
 @pytest.mark.slow  # every message of the oldest and the newest release: minutes, not seconds
-@pytest.mark.parametrize("shard", range(SHARDS))
 @pytest.mark.parametrize("version", [RELEASES[0], RELEASES[-1]])
-def test_every_message_of_a_release_is_placed(version, shard):
+def test_every_message_of_a_release_is_placed(version):
+    rng = random.Random(f"all-{version}")
     placed, total, missed = 0, 0, []
-    for i, site in enumerate(load(version).message_sites()):
-        if i % SHARDS != shard:
-            continue
-        rng = random.Random(f"all-{version}-{i}")  # a site's values do not depend on the shard
+    for site in load(version).message_sites():
         filled = _fill(site["text"], rng)
         lines = filled.strip().splitlines()
         if not lines or not lines[0].strip() or not _placeable(site, filled):
@@ -205,7 +199,7 @@ def test_every_message_of_a_release_is_placed(version, shard):
                 placed += 1
                 continue
         missed.append(message[:120])
-    assert total > 100 and placed >= 0.995 * total, (placed, total, missed[:10])
+    assert placed >= 0.995 * total, (placed, total, missed[:10])
 
 
 @pytest.mark.parametrize("version", RELEASES)
@@ -232,6 +226,21 @@ def test_message_records_cut_from_the_file_equal_the_full_decode(version):
     "ValueError: fp8 with cpu offloading is not supported",
     "NotImplementedError: Context parallel is not supported for this model",
     "WARNING: Logging before flag parsing goes to stderr.",
+    # Python's own wording, which megatron/core/msc_utils.py's "{} has no attribute {}" also fits.
+    "AttributeError: 'TensorDict' object has no attribute 'meta_info'",
+    "AttributeError: module 'numpy' has no attribute 'product'",
 ])
 def test_lines_megatron_does_not_print_are_not_placed(line):
     assert triage.match_log(tl.multi_rank_log(line), megatron_version="0.19.2")["sources"] == []
+
+
+def test_pythons_wording_is_placed_where_a_frame_is_at_the_site():
+    import release_index as ri
+    site = next(s for s in ri.load("0.19.2").message_sites() if s["file"] == "megatron/core/msc_utils.py"
+                and s["text"] == "{} has no attribute {}")
+    frames = [(f"/usr/lib/python3.12/site-packages/{site['file']}", site["line"], site["function"].rsplit(".", 1)[-1])]
+    line = "AttributeError: 'Client' object has no attribute 'open'"
+    got = triage.match_log(tl.multi_rank_log(line, frames, ranks=(0,)), megatron_version="0.19.2")["sources"]
+    assert [(g["file"], g["function"]) for g in got] == [(site["file"], site["function"])]
+    # Without the frame it is the interpreter's wording about some other object.
+    assert triage.match_log(tl.multi_rank_log(line, ranks=(0,)), megatron_version="0.19.2")["sources"] == []

@@ -125,3 +125,42 @@ def test_flags_equal_the_installed_megatron_lm_parser():
             wrong.append((flag, want["default"], got["default"]))
     assert not wrong, wrong[:20]
     assert len(live) > 700 and compared > 600, (len(live), compared)
+
+
+_ENUM_CHILD = r"""
+import importlib, json, sys
+out = {}
+for key in json.loads(sys.stdin.read()):
+    mod, cls = key.split(":")
+    try:
+        obj = getattr(importlib.import_module(mod), cls)
+    except Exception as exc:  # a module that needs what this environment lacks (TE, triton)
+        out[key] = "import failed: " + type(exc).__name__
+        continue
+    out[key] = [n for n in obj.__members__ if not n.startswith("_")]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("release", ["0.19.2", "0.16.1", "0.13.1"])
+def test_enum_members_equal_the_installed_enums(release):
+    # The members the index compiled with ast from each enum class body are the names the real
+    # enum has (Enum.__members__, aliases included), for every enum class the release can import.
+    members = ri.load(release)._raw["members"]
+    assert len(members) > 20
+    proc = subprocess.run([python_for(release), "-c", _ENUM_CHILD], input=json.dumps(sorted(members)),
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    live = json.loads(proc.stdout)
+    checked = {k: v for k, v in live.items() if not isinstance(v, str)}
+    assert len(checked) >= 0.8 * len(members), {k: v for k, v in live.items() if isinstance(v, str)}
+    assert {k: members[k] for k in checked} == checked
+
+
+def test_a_removed_enum_member_is_answered_with_its_releases():
+    # mbridge's ModelType.encoder_and_decoder (ISEEKYAN/mbridge#155): a member in 0.12.3-0.13.1;
+    # test_enum_members_equal_the_installed_enums proves the member lists of both ends.
+    key = "megatron.core.transformer.enums:ModelType.encoder_and_decoder"
+    assert ri.catalog()[key]["kind"] == "member"
+    assert ri.releases_of(key) == ("0.12.3", "0.13.1")
+    assert [e["change"] for e in ri.events(key)] == ["removed"]

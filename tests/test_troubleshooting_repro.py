@@ -44,9 +44,6 @@ import pytest
 
 from procutil import free_port  # noqa: E402
 
-# Module-scoped fixtures: under pytest-xdist (`make test`) the whole file runs on one worker.
-pytestmark = pytest.mark.xdist_group("test_troubleshooting_repro")
-
 ROOT = Path(__file__).resolve().parent.parent
 THIS = Path(__file__).resolve()
 DATA = ROOT / "tests" / "data" / "troubleshooting"

@@ -62,6 +62,9 @@ def _catalog(rel: dict) -> dict[str, str]:
         for f in flds:
             if f[6] == cls:
                 out[f"{cls}.{f[0]}"] = "field"
+    for cls, members in rel.get("members", {}).items():  # indexes built before enum members: none
+        for n in members:
+            out[f"{cls}.{n}"] = "member"
     for flag in rel["flags"] or {}:
         out[flag] = "flag"
     return out

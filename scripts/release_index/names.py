@@ -9,7 +9,7 @@ from . import data, patches
 from .versions import RELEASES
 
 # Definitions are preferred over re-exports when a short name matches several keys.
-KIND_RANK = {"class": 0, "function": 0, "module": 1, "field": 2, "method": 3, "flag": 0,
+KIND_RANK = {"class": 0, "function": 0, "module": 1, "field": 2, "member": 2, "method": 3, "flag": 0,
              "variable": 4, "import": 5}
 
 

@@ -64,6 +64,10 @@ ELASTIC_END = re.compile(r"^={20,}")
 # sit inside a word ("it's", "Megatron's" are not quotes).
 QUOTED = re.compile(r"`([^`\n]+)`|\"([^\"\n]+)\"|(?<![\w])'([^'\n]+)'(?![\w])")
 QUOTE_MIN = 16  # characters of a quoted span kept as a message (shorter ones are names and flags)
+# Lines that only continue the message above them, never a message of their own: build_module
+# (megatron/core/transformer/spec_utils.py) re-raises with " when instantiating <Module>" after
+# the message, which a wrapped paste puts on lines of their own, one per nesting level.
+CONTINUATIONS = (re.compile(r"^when instantiating [\w.]+$"),)
 
 
 @dataclass
@@ -250,6 +254,8 @@ class Scanner:
         # Any other line that carries a marker: kept as a message only when it is not a frame's
         # source line (tracebacks print the code under each frame).
         if src.frames and not src.spy:
+            return
+        if any(rx.match(text) for rx in CONTINUATIONS):
             return
         if self.loose or any(m in text.lower() for m in _MARKER_TEXT):
             self._add("message", text, (), (), (), rank)

@@ -195,11 +195,22 @@ def _untagged(text: str, line: str) -> str:
     return line[m.start():]
 
 
+# build_module (megatron/core/transformer/spec_utils.py) re-raises any exception of a module's
+# constructor as "<message> when instantiating <Module>", once per nesting level.
+BUILD_SUFFIX = re.compile(r"(?:\s*\bwhen instantiating [\w.]+)+\s*$", re.IGNORECASE)
+
+
 def _loose_match(text: str, msg_line: str) -> tuple[float, str] | None:
     whole, cuts, fixed = loose(text)
     if whole is None:
         return None
     body = message_part(_untagged(text, message_part(msg_line))).lower()
+    if not BUILD_SUFFIX.sub("", message_part(text.splitlines()[0])).strip():
+        # The documented message is empty but for the suffix (a bare assert in a constructor):
+        # only an empty message with the suffix is it, not any message build_module wrapped.
+        if BUILD_SUFFIX.search(body) and not BUILD_SUFFIX.sub("", body).strip() and whole.search(body):
+            return LOOSE, "template"
+        return None
     if whole.search(body):
         return LOOSE, "template"
     cut = body.rstrip(".… ")

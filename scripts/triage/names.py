@@ -24,7 +24,8 @@ PATTERNS = (
     (re.compile(rf"cannot import name {Q}(?P<name>\w+){Q} from {Q}(?P<mod>megatron[\w.]*){Q}"), "import"),
     (re.compile(rf"No module named {Q}(?P<mod>megatron[\w.]*){Q}"), "module"),
     (re.compile(rf"module {Q}(?P<mod>megatron[\w.]*){Q} has no attribute {Q}(?P<name>\w+){Q}"), "attribute"),
-    (re.compile(rf"{Q}(?P<cls>[A-Z]\w*){Q} object has no attribute {Q}(?P<name>\w+){Q}"), "member"),
+    (re.compile(rf"(?:{Q}(?P<cls>[A-Z]\w*){Q} object|type object {Q}(?P<tcls>[A-Z]\w*){Q}) has no attribute "
+                rf"{Q}(?P<name>\w+){Q}"), "member"),
     (re.compile(rf"(?P<callee>[\w.]+)\(\) got an unexpected keyword argument {Q}(?P<param>\w+){Q}"), "unexpected"),
     (re.compile(r"(?P<callee>[\w.]+)\(\) missing \d+ required (?:positional |keyword-only )?arguments?: "
                 r"(?P<params>.+)$"), "missing"),
@@ -52,6 +53,15 @@ def _params_by_release(key: str) -> dict[str, dict[str, dict]]:
         if sig is not None:
             out[v] = {p["name"]: p for p in sig["params"]}
     return out
+
+
+def _under_core(query: str) -> str | None:
+    """megatron.optimizer -> megatron.core.optimizer (and module:name alike) when only the
+    megatron.core path is indexed: the module moved into megatron-core from Megatron-LM's tree."""
+    if not query.startswith("megatron.") or query.startswith(("megatron.core", "megatron.training")):
+        return None
+    keys = ri.find("megatron.core." + query[len("megatron."):])
+    return keys[0] if keys else None
 
 
 def _spans(versions) -> str:
@@ -117,16 +127,26 @@ def explain(line: str, release: str | None) -> dict | None:
             elsewhere = not keys and bool(g.get("name"))
             if elsewhere:  # never in that module: where the name lives
                 keys = [k for k in ri.find(g["name"]) if k.startswith("megatron")]
-            if not keys:
+            core = _under_core(query) if not keys else None
+            if core:  # Megatron-LM's pre-core path (megatron.optimizer): its megatron.core home
+                out = _about(core, rel)
+                out["answer"] = (f"{query} is in no indexed release ({RELEASES[0]} to {RELEASES[-1]}); "
+                                 f"megatron-core has it under megatron.core: " + out["answer"])
+                out["in_your_release"] = False
+                out["successor"] = core
+            elif not keys:
                 return {"query": query, "key": None, "kind": None, "what": what, "releases": [],
                         "in_your_release": False, "events": [], "successor": None, "release": rel,
                         "next_command": None,
                         "answer": f"{query} is in no indexed release ({RELEASES[0]} to {RELEASES[-1]})"}
-            out = _about(keys[0], rel)
-            if elsewhere:
+            else:
+                out = None
+            out = out or _about(keys[0], rel)
+            if elsewhere and not core:
                 out["answer"] = f"{query} is in no indexed release; the name is defined as " + out["answer"]
                 out["in_your_release"] = False
         elif what == "member":
+            g["cls"] = g["cls"] or g["tcls"]  # an instance's or the class's own attribute
             keys = [k for k in ri.find(f"{g['cls']}.{g['name']}") if k.startswith("megatron")]
             if not keys:
                 cls = [k for k in ri.find(g["cls"]) if k.startswith("megatron")]

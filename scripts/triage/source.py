@@ -27,6 +27,20 @@ _LEAD = re.compile(r"^(?:E\s{2,})?(?:[xX!]\s+\[[\w-]+\]\s+)?"
 MIN_COVER = 0.3  # fixed text must be this share of the message (what follows the exception type) ...
 MIN_FIXED_ALONE = 40  # ... unless it has at least this many fixed characters
 MAX_OTHER_SITES = 5
+# Messages the Python interpreter itself prints (CPython's wording).  A short Megatron template
+# that says the same ("{} has no attribute {}" in megatron/core/msc_utils.py) matches every such
+# line; it is that site only when a traceback frame is there.
+PYTHON_WORDINGS = tuple(re.compile(p) for p in (
+    r"^(?:'[^']*' object|type object '[^']*'|module '[^']*') has no attribute '[^']*'",
+    r"^No module named '[^']*'",
+    r"^cannot import name '[^']*' from ",
+    r"\(\) got an unexpected keyword argument '",
+    r"\(\) missing \d+ required (?:positional |keyword-only )?arguments?: ",
+    r"\(\) takes (?:from \d+ to )?\d+ positional arguments? but \d+ (?:were|was) given",
+    r"^'[^']*' object is not (?:subscriptable|callable|iterable)",
+    r"^unsupported operand type\(s\) for ",
+    r"^(?:list|tuple|string) index out of range",
+))
 
 
 def indexed(release: str | None) -> str:
@@ -79,12 +93,20 @@ def explain(event, release: str | None) -> dict | None:
         if versions == RELEASES and not worth:
             break  # reading every release is for exceptions, warnings and Megatron's own log lines
         hits = rm.match_printed(line, more, versions)
+        python_says = any(rx.search(msg) for rx in PYTHON_WORDINGS)
         for t, score, how in hits:
             if t.fixed < MIN_FIXED_ALONE and (t.fixed / max(len(msg), 1) < MIN_COVER or how != "template"
                                               or not _is_the_whole_message(t.text, msg)):
                 continue  # a short text inside a longer sentence: a coincidence, not the message
+            if python_says and t.fixed < MIN_FIXED_ALONE and not _in_frames(t, event.frames):
+                continue  # the interpreter's own wording, raised somewhere the traceback does not show
             return _block(t, score, how, exc, event.frames, rel, hits)
     return None
+
+
+def _in_frames(t: rm.Template, frames: tuple) -> bool:
+    """Whether a traceback frame is at one of the template's sites (any release)."""
+    return any(_frame_hit(rm._site(r), frames) for raw in t.raw.values() for r in raw)
 
 
 PROSE_WORDS = 3  # a value with this many words is a sentence, not a value Megatron formats in
