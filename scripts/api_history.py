@@ -62,7 +62,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                 formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    p.add_argument("name", nargs="?", metavar="NAME", help="module, class, function, Class.field or --flag")
+    p.add_argument("name", nargs="?", metavar="NAME", help="module, class, function, Class.field, Enum.MEMBER or --flag")
     p.add_argument("--at", metavar="X.Y", help="also show what NAME is in that release")
     p.add_argument("--diff", nargs=2, metavar=("X.Y", "Z.W"),
                    help="events after release X.Y up to Z.W (for NAME, or all names)")

@@ -238,7 +238,7 @@ def test_pythons_wording_is_placed_where_a_frame_is_at_the_site():
     import release_index as ri
     site = next(s for s in ri.load("0.19.2").message_sites() if s["file"] == "megatron/core/msc_utils.py"
                 and s["text"] == "{} has no attribute {}")
-    frames = [(f"/usr/lib/python3.12/site-packages/{site['file']}", site["line"], site["function"].rsplit(".", 1)[-1])]
+    frames = [(site["file"], site["line"], site["function"].rsplit(".", 1)[-1])]
     line = "AttributeError: 'Client' object has no attribute 'open'"
     got = triage.match_log(tl.multi_rank_log(line, frames, ranks=(0,)), megatron_version="0.19.2")["sources"]
     assert [(g["file"], g["function"]) for g in got] == [(site["file"], site["function"])]
