@@ -472,8 +472,8 @@ def _messages(m: Module, known: frozenset = frozenset(), flags_of: dict | None =
     out = []
     flags_of = flags_of or {}
 
-    def emit(node, qual, conds):
-        rec = _message_of(node)
+    def emit(node, qual, conds, locals_):
+        rec = _message_of(node, locals_)
         if rec is None or not _meaningful(rec[2]):
             return
         exprs = list(conds)
@@ -488,41 +488,66 @@ def _messages(m: Module, known: frozenset = frozenset(), flags_of: dict | None =
         out.append([rec[0], rec[1], rec[2], m.path, qual, node.lineno,
                     _condition_text([t for t, _ in exprs]), fields, flags])
 
-    def visit(node, qual, conds):
+    def visit(node, qual, conds, locals_):
         for child in ast.iter_child_nodes(node):
-            step(child, qual, conds)
+            step(child, qual, conds, locals_)
 
-    def step(child, qual, conds):
+    def step(child, qual, conds, locals_):
         if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            visit(child, f"{qual}.{child.name}" if qual != "<module>" else child.name, [])
+            inner = _local_texts(child) if not isinstance(child, ast.ClassDef) else {}
+            visit(child, f"{qual}.{child.name}" if qual != "<module>" else child.name, [], inner)
             return
-        emit(child, qual, conds)
+        emit(child, qual, conds, locals_)
         if isinstance(child, (ast.If, ast.While)):
             test = ast.unparse(child.test)
-            step(child.test, qual, conds)
+            step(child.test, qual, conds, locals_)
             for st in child.body:
-                step(st, qual, conds + [(test, child.test)])
+                step(st, qual, conds + [(test, child.test)], locals_)
             for st in child.orelse:
-                step(st, qual, conds + [(_negated(child.test), child.test)])
+                step(st, qual, conds + [(_negated(child.test), child.test)], locals_)
         elif isinstance(child, ast.ExceptHandler):
             exc = f"except {ast.unparse(child.type)}" if child.type is not None else "except"
             for st in child.body:
-                step(st, qual, conds + [(exc, None)])
+                step(st, qual, conds + [(exc, None)], locals_)
         else:
-            visit(child, qual, conds)
+            visit(child, qual, conds, locals_)
 
-    visit(m.tree, "<module>", [])
+    visit(m.tree, "<module>", [], {})
     return out
 
 
-def _message_of(node):
+def _local_texts(func: ast.AST) -> dict[str, list[tuple[int, ast.AST]]]:
+    """{name: [(line, value)]} of the function's plain ``name = <expr>`` statements (its nested
+    functions and classes left out): ``_msg = f"..."; raise X(_msg)`` raises that text."""
+    out: dict[str, list[tuple[int, ast.AST]]] = {}
+    todo = list(ast.iter_child_nodes(func))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out.setdefault(node.targets[0].id, []).append((node.lineno, node.value))
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _bound(arg, locals_: dict, line: int):
+    """A Name argument's value: the function's last assignment to it before ``line``."""
+    if isinstance(arg, ast.Name) and arg.id in locals_:
+        before = [(ln, v) for ln, v in locals_[arg.id] if ln < line]
+        if before:
+            return max(before, key=lambda lv: lv[0])[1]
+    return arg
+
+
+def _message_of(node, locals_: dict | None = None):
     """(kind, exc, text) for a raise/assert/warn/log node, else None."""
     if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
         exc = ast.unparse(node.exc.func).split(".")[-1]
         arg = node.exc.args[0] if node.exc.args else None
-        return "raise", exc, _message_text(arg)
+        return "raise", exc, _message_text(_bound(arg, locals_ or {}, node.lineno))
     if isinstance(node, ast.Assert) and node.msg is not None:
-        return "assert", "AssertionError", _message_text(node.msg)
+        return "assert", "AssertionError", _message_text(_bound(node.msg, locals_ or {}, node.lineno))
     if isinstance(node, ast.Call):
         fname = ast.unparse(node.func)
         last = fname.split(".")[-1]

@@ -40,6 +40,11 @@ PROBES = {
                          "fused_residual_rmsnorm=True)"),
     "enum_member_removed": "from megatron.core.transformer.enums import ModelType; ModelType.encoder_and_decoder",
     "pre_core_module": "import megatron.optimizer",
+    # A downstream provider: a dataclass subclassing TransformerConfig (as Megatron-Bridge's are).
+    "provider_removed_field": (
+        "import dataclasses; from megatron.core.transformer.transformer_config import TransformerConfig; "
+        "P = dataclasses.dataclass(type('Qwen3MoEModelProvider', (TransformerConfig,), {'__module__': 'provider'})); "
+        "P(num_layers=2, hidden_size=8, num_attention_heads=2, pipeline_model_parallel_split_rank=1)"),
 }
 CHILD = """
 import json, sys, traceback
@@ -166,3 +171,16 @@ def test_a_module_of_megatron_lms_pre_core_tree(raised_0192):
     assert n["key"] == n["successor"] == "megatron.core.optimizer"
     assert n["releases"] == _history("megatron.core.optimizer")["releases"]
     assert "megatron.optimizer is in no indexed release" in n["answer"] and not n["in_your_release"]
+
+
+def test_a_removed_config_field_passed_to_a_downstream_subclass(raised_0192):
+    # NVIDIA-NeMo/RL#1118: a provider config saved by an older run sets a field Megatron removed.
+    text = raised_0192["provider_removed_field"]
+    assert text == ("TypeError: Qwen3MoEModelProvider.__init__() got an unexpected keyword argument "
+                    "'pipeline_model_parallel_split_rank'"), text
+    n = _name(text, "0.19.2")
+    h = _history("ModelParallelConfig.pipeline_model_parallel_split_rank")
+    assert n["key"] == h["name"] and n["releases"] == h["releases"] and not n["in_your_release"]
+    assert "is not Megatron's" in n["answer"] and "removed in 0.14.0" in n["answer"]
+    # A keyword your release still has explains nothing: no answer.
+    assert triage.match_log("TypeError: Foo.__init__() got an unexpected keyword argument 'num_layers'\n")["names"] == []

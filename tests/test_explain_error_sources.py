@@ -244,3 +244,13 @@ def test_pythons_wording_is_placed_where_a_frame_is_at_the_site():
     assert [(g["file"], g["function"]) for g in got] == [(site["file"], site["function"])]
     # Without the frame it is the interpreter's wording about some other object.
     assert triage.match_log(tl.multi_rank_log(line, ranks=(0,)), megatron_version="0.19.2")["sources"] == []
+
+
+def test_a_message_raised_through_a_local_name_is_placed():
+    # Pasted in NVIDIA/Megatron-LM#1490 (a TP=4 checkpoint loaded at TP=1); strategies/torch.py
+    # binds the text to _msg before raising it.
+    line = ("megatron.core.dist_checkpointing.core.CheckpointingException: Global shape mismatch for loaded "
+            "(torch.Size([1152, 1536])) and expected ((4608, 1536)) tensor for key layers.0.self_attention.wqkv.weight")
+    got = triage.match_log(tl.multi_rank_log(line), megatron_version="0.19.2")["sources"]
+    assert [(g["file"], g["function"]) for g in got] == [
+        ("megatron/core/dist_checkpointing/strategies/torch.py", "MCoreLoadPlanner._validate_global_shapes")]

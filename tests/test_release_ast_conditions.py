@@ -45,6 +45,12 @@ class DemoConfig:
         assert not (self.use_thing and self.tp_size == 1), "thing needs tp_size > 1"
         assert self.heads > 0, "heads must be positive"
 
+def check(shape, want):
+    msg = "unused first binding"
+    if shape != want:
+        msg = f"shape {shape} is not {want}"
+        raise ValueError(msg)
+
 def load():
     try:
         import thing
@@ -82,6 +88,8 @@ def messages():
     ("heads must be positive", "self.heads <= 0", ["heads"], ["--heads"]),
     ("cannot import thing", "except ImportError", [], []),
     ("never twice", "True", [], []),
+    # raise X(msg) after msg = f"...": the text of the function's last binding before the raise.
+    ("shape {} is not {}", "shape != want", [], []),
 ])
 def test_condition_fields_and_flags(messages, text, condition, fields, flags):
     kind, exc, got_text, path, function, line, got_cond, got_fields, got_flags = messages[text]
@@ -123,3 +131,14 @@ def test_shipped_0192_conditions_are_the_installed_source(file, function, needle
         if condition is not None:
             assert s["condition"] == condition
         assert s["fields"] == sorted(s["fields"]) and all(f.startswith("--") for f in s["flags"])
+
+
+def test_a_message_bound_to_a_local_name_is_indexed_from_the_installed_source():
+    # megatron/core/dist_checkpointing/strategies/torch.py (0.19.2) builds `_msg` and then
+    # raises CheckpointingException(_msg): the raise site carries the assigned text.
+    file = "megatron/core/dist_checkpointing/strategies/torch.py"
+    site = next(s for s in load("0.19.2").message_sites() if s["file"] == file and "Global shape mismatch" in s["text"])
+    assert site["text"] == "Global shape mismatch for loaded ({}) and expected ({}) tensor for key {}"
+    node = next(n for n in ast.walk(_installed(file)) if getattr(n, "lineno", None) == site["line"]
+                and isinstance(n, ast.Raise))
+    assert isinstance(node.exc.args[0], ast.Name)

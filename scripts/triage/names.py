@@ -64,6 +64,24 @@ def _under_core(query: str) -> str | None:
     return keys[0] if keys else None
 
 
+def _removed_config_field(g: dict, what: str, release: str) -> dict | None:
+    """A keyword another project's class rejects that is a Megatron config field your release no
+    longer has: downstream model providers and configs subclass TransformerConfig (Megatron-Bridge's
+    providers are such dataclasses), so a saved or older config that sets the field fails there."""
+    if what != "unexpected":
+        return None
+    fields = [k for k in ri.find(g["param"]) if k.startswith("megatron") and ri.catalog()[k]["kind"] == "field"
+              and k.rsplit(".", 1)[0].endswith("Config")]
+    gone = [k for k in fields if release not in ri.releases_of(k)]
+    if not gone or len(gone) < len(fields):
+        return None  # your release has the field: nothing Megatron removed explains the error
+    out = _about(gone[0], release)
+    out["answer"] = (f"{g['callee']}() is not Megatron's, but {g['param']!r} is a Megatron config field: "
+                     + out["answer"])
+    out.update(query=f"{g['callee']}({g['param']}=...)", what=what, parameter=g["param"])
+    return out
+
+
 def _spans(versions) -> str:
     return _release_spans(versions) if versions else "no indexed release"
 
@@ -171,7 +189,11 @@ def explain(line: str, release: str | None) -> dict | None:
         else:
             key = _callable_key(g["callee"])
             if key is None:
-                return None
+                out = _removed_config_field(g, what, rel)
+                if out is None:
+                    return None
+                out.update(release=rel, next_command=f"python scripts/api_history.py {out['key']}")
+                return out
             params = [g["param"]] if g.get("param") else re.findall(r"'(\w+)'", g["params"])
             if not params:
                 return None
