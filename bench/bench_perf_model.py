@@ -73,7 +73,7 @@ def main():
           f"x{statistics.median(drift.values()):.3f}, range x{min(drift.values()):.2f} .. "
           f"x{max(drift.values()):.2f}")
     import fit_performance
-    floor = fit_performance._persistence(pub["rows"], split, test_errors)
+    floor = fit_performance.persistence_floor(pub["rows"], split, test_errors)
     print(f"\npersistence floor: {len(floor['rows'])} held-out rows whose setting a fit release "
           "published, each predicted by that setting's newest fit-release measurement")
     for key, s in sorted(floor["summary"].items(), key=lambda kv: (kv[0] == "all/all", kv[0])):

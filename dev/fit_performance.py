@@ -69,11 +69,11 @@ def error_table(calib, fit_items, test_items):
                        "top3": sum(1 for r in ranked if r["rank"] <= 3),
                        "ranked": len(ranked), "held_out": len(ranks)},
         "release_drift_26.04.01_to_26.06": C.release_drift(pub["rows"], "26.04.01", "26.06"),
-        "persistence_floor": _persistence(pub["rows"], split, test_errors),
+        "persistence_floor": persistence_floor(pub["rows"], split, test_errors),
     }
 
 
-def _persistence(rows, split, test_errors):
+def persistence_floor(rows, split, test_errors):
     """The floor under the held-out error that the split allows (calibration.persistence_rows),
     beside the model's own error on the same rows."""
     floor = C.persistence_rows(rows, split, {e["id"]: e["moe"] for e in test_errors})

@@ -138,9 +138,10 @@ def _at(key: str, version: str) -> dict:
         if flds is not None:
             out["fields"] = flds
         cls, _, attr = key.rpartition(".")
-        if sig is None and attr and ri.catalog().get(key, {}).get("kind") == "field":
+        kind = ri.catalog().get(key, {}).get("kind") if sig is None and attr else None
+        if kind == "field":
             out["field"] = next((f for f in rel.fields(cls) or [] if f["name"] == attr), None)
-        if sig is None and attr and ri.catalog().get(key, {}).get("kind") == "member":
+        if kind == "member":
             out["member_of"] = cls
         elif sig is None and flds is None and "field" not in out:
             mod, name = key.split(":", 1)

@@ -47,9 +47,6 @@ PROBE_KINDS = {"config", "config_ok", "config_ok_negated", "config_error", "conf
                "config_fields", "signature", "import_ok", "call_error", "spec_mlp", "installed_source",
                "call", "rejected_kwargs", "param_at", "layers_per_rank", "layers_per_rank_error", "layout_decoders", "pg_fields", "version", "fake_world"}
 MATERIAL = REPO / "evals" / "field_material.json"
-# The interpreter that has each release installed (tests/fixtures/make_old_env.sh builds the old ones).
-RELEASE_PYTHONS = {"0.19.2": None, "0.16.1": REPO / ".venv-0161" / "bin" / "python",
-                   "0.13.1": REPO / ".venv-0131" / "bin" / "python"}
 
 
 class Skip(Exception):
@@ -225,13 +222,13 @@ def _release_python(release: str | None) -> str | None:
     """The interpreter for a spec's release (None: this one); Skip when that environment is absent."""
     if release is None or release == "0.19.2":
         return None
-    if release not in RELEASE_PYTHONS:
-        raise Skip(f"no environment for megatron-core {release}")
     import old_envs  # builds the environment on first use, once across parallel workers
-    try:
-        return str(old_envs.python_for(release))
-    except old_envs.pytest.skip.Exception as exc:
-        raise Skip(str(exc)) from None
+    if release not in old_envs.RELEASES:
+        raise Skip(f"no environment for megatron-core {release}")
+    python, why = old_envs.python_or_reason(release)
+    if python is None:
+        raise Skip(why)
+    return str(python)
 
 
 def recompute_all(specs: list[dict]) -> list:

@@ -23,6 +23,7 @@ ENVS = {
     "0.16.1": ("make_old_env.sh", ".venv-0161", "OLD_VENV"),
     "0.13.1": ("make_older_env.sh", ".venv-0131", "OLDER_VENV"),
 }
+RELEASES = ("0.19.2", *ENVS)  # every release with an environment here
 BUILD_TIMEOUT_S = 1500
 
 
@@ -63,3 +64,11 @@ def python_for(release: str) -> Path:
         pytest.skip(f"cannot build megatron-core {release}: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return py
+
+
+def python_or_reason(release: str) -> tuple[Path | None, str | None]:
+    """(interpreter, None), or (None, why) where this machine cannot build the environment."""
+    try:
+        return python_for(release), None
+    except pytest.skip.Exception as exc:
+        return None, str(exc)

@@ -25,21 +25,13 @@ sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
 CORPUS = REPO / "tests" / "data" / "review_downstream_corpus.json"
 MIRRORS = Path(os.environ.get("DOWNSTREAM_MIRRORS", "/work/.mirror"))
 AT = "0.19.2"
-# Environments with a real megatron-core of that release (Python, CPU, no TE).
-VENVS = {"0.19.2": REPO / ".venv" / "bin" / "python",
-         "0.16.1": REPO / ".venv-0161" / "bin" / "python",
-         "0.13.1": REPO / ".venv-0131" / "bin" / "python"}
 
 
 def python_of(release):
-    """The interpreter of ``release`` (built on first use, once across parallel workers), or None
-    where it cannot be built here."""
+    """The interpreter of ``release`` (a real megatron-core, CPU, no TE; built on first use, once
+    across parallel workers), or None where this machine cannot build it."""
     import old_envs
-    import pytest
-    try:
-        return old_envs.python_for(release)
-    except pytest.skip.Exception:
-        return None
+    return old_envs.python_or_reason(release)[0] if release in old_envs.RELEASES else None
 
 
 CHILD = REPO / "tests" / "review_oracle_child.py"
@@ -108,13 +100,14 @@ def oracle_all(entries=None):
         if text is None:
             continue
         for rel in releases_of(entry):
-            if rel in VENVS and python_of(rel):
+            if python_of(rel):
                 by_rel[rel].append({"key": key(entry), "text": text})
     child = REPO / "tests" / "review_oracle_child.py"
     # TransformerConfig's attributes in every environment: a read of one that another release
     # has is a removed (or not yet added) field, not some other object's attribute.
     fields = {}
-    for rel in VENVS:
+    import old_envs
+    for rel in old_envs.RELEASES:
         py = python_of(rel)
         if py:
             proc = subprocess.run([str(py), str(child)], input=json.dumps({"fields_only": True}),

@@ -2,14 +2,13 @@
 
 import inspect
 import logging
-import os
 import warnings
 from pathlib import Path
 
 import pytest
 
 import mdtools
-from procutil import free_port  # noqa: E402
+from review_helpers import cpu_world  # noqa: E402
 
 SKILL = (mdtools.REPO / "SKILL.md").read_text(encoding="utf-8")
 
@@ -51,20 +50,9 @@ def test_default_rank_order_puts_tp_ranks_together():
 
 @pytest.fixture
 def gloo_world_of_one():
-    import torch.distributed as dist
-    from megatron.core import parallel_state
-
-    # Another test in this process (review_helpers.cpu_world, kept for the process) may hold the
-    # default group already: reuse it, and tear down only what this fixture made.
-    created = not dist.is_initialized()
-    if created:
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-        dist.init_process_group("gloo", rank=0, world_size=1)
-    parallel_state.initialize_model_parallel()
-    yield
-    parallel_state.destroy_model_parallel()
-    if created:
-        dist.destroy_process_group()
+    # The gloo world review_helpers keeps for the process (other files in this worker use it too).
+    with cpu_world():
+        yield
 
 
 @pytest.mark.slow

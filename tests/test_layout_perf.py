@@ -258,7 +258,7 @@ def test_persistence_floor_is_recomputed_and_above_the_moe_target():
     fitted on the fit releases meets the per-GPU target there."""
     import fit_performance
     test_errors = C.error_rows(TEST_ITEMS, P.load_calibration())
-    recomputed = fit_performance._persistence(PUB["rows"], SPLIT, test_errors)
+    recomputed = fit_performance.persistence_floor(PUB["rows"], SPLIT, test_errors)
     assert json.loads(json.dumps(recomputed)) == TABLE["persistence_floor"]
     rows = TABLE["persistence_floor"]["rows"]
     # Each floor row is a setting of a fit release measured again in a held-out release.

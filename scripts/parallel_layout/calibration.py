@@ -293,9 +293,9 @@ def release_drift(rows, old, new):
 
 
 def persistence_rows(rows, split_spec, ids):
-    """The held-out rows (``ids``: {id: is MoE} of those the model represents) whose setting was published in a fit release, each "predicted"
-    by that setting's own measurement in the newest such release: [{id, gpu, precision, model,
-    moe, measured, predicted, error, from_release}].  No model fitted on the fit releases knows
+    """The held-out rows (``ids``: {id: is MoE} of those the model represents) whose setting was
+    published in a fit release, each "predicted" by that setting's own measurement in the newest
+    such release: [{id, gpu, precision, model, moe, measured, predicted, error, from_release}].  No model fitted on the fit releases knows
     more about an unchanged setting than its latest measurement there, so this table's error is
     a floor under what the split lets any such model reach (software gains after the newest fit
     release show up as error here as in the model's table)."""

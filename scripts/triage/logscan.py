@@ -64,10 +64,10 @@ ELASTIC_END = re.compile(r"^={20,}")
 # sit inside a word ("it's", "Megatron's" are not quotes).
 QUOTED = re.compile(r"`([^`\n]+)`|\"([^\"\n]+)\"|(?<![\w])'([^'\n]+)'(?![\w])")
 QUOTE_MIN = 16  # characters of a quoted span kept as a message (shorter ones are names and flags)
-# Lines that only continue the message above them, never a message of their own: build_module
-# (megatron/core/transformer/spec_utils.py) re-raises with " when instantiating <Module>" after
-# the message, which a wrapped paste puts on lines of their own, one per nesting level.
-CONTINUATIONS = (re.compile(r"^when instantiating [\w.]+$"),)
+# build_module (megatron/core/transformer/spec_utils.py) re-raises any exception of a module's
+# constructor as "<message> when instantiating <Module>", once per nesting level. A wrapped paste
+# puts the suffix on lines of its own: they continue the message above, never start one.
+BUILD_SUFFIX = re.compile(r"(?:\s*\bwhen instantiating [\w.]+)+\s*$", re.IGNORECASE)
 
 
 @dataclass
@@ -255,7 +255,7 @@ class Scanner:
         # source line (tracebacks print the code under each frame).
         if src.frames and not src.spy:
             return
-        if any(rx.match(text) for rx in CONTINUATIONS):
+        if BUILD_SUFFIX.fullmatch(text):
             return
         if self.loose or any(m in text.lower() for m in _MARKER_TEXT):
             self._add("message", text, (), (), (), rank)

@@ -35,6 +35,7 @@ import functools
 import re
 
 from . import catalogue
+from .logscan import BUILD_SUFFIX
 from .source import message_part
 
 THRESHOLD = 0.5
@@ -193,11 +194,6 @@ def _untagged(text: str, line: str) -> str:
     if m is None or m.start() == 0 or m.start() > TAG_MAX or line[m.start() - 1].isalnum():
         return line
     return line[m.start():]
-
-
-# build_module (megatron/core/transformer/spec_utils.py) re-raises any exception of a module's
-# constructor as "<message> when instantiating <Module>", once per nesting level.
-BUILD_SUFFIX = re.compile(r"(?:\s*\bwhen instantiating [\w.]+)+\s*$", re.IGNORECASE)
 
 
 def _loose_match(text: str, msg_line: str) -> tuple[float, str] | None:

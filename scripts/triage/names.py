@@ -64,21 +64,17 @@ def _under_core(query: str) -> str | None:
     return keys[0] if keys else None
 
 
-def _removed_config_field(g: dict, what: str, release: str) -> dict | None:
+def _removed_config_field(callee: str, param: str, release: str) -> dict | None:
     """A keyword another project's class rejects that is a Megatron config field your release no
     longer has: downstream model providers and configs subclass TransformerConfig (Megatron-Bridge's
     providers are such dataclasses), so a saved or older config that sets the field fails there."""
-    if what != "unexpected":
-        return None
-    fields = [k for k in ri.find(g["param"]) if k.startswith("megatron") and ri.catalog()[k]["kind"] == "field"
+    fields = [k for k in ri.find(param) if k.startswith("megatron") and ri.catalog()[k]["kind"] == "field"
               and k.rsplit(".", 1)[0].endswith("Config")]
-    gone = [k for k in fields if release not in ri.releases_of(k)]
-    if not gone or len(gone) < len(fields):
+    if not fields or any(release in ri.releases_of(k) for k in fields):
         return None  # your release has the field: nothing Megatron removed explains the error
-    out = _about(gone[0], release)
-    out["answer"] = (f"{g['callee']}() is not Megatron's, but {g['param']!r} is a Megatron config field: "
-                     + out["answer"])
-    out.update(query=f"{g['callee']}({g['param']}=...)", what=what, parameter=g["param"])
+    out = _about(fields[0], release)
+    out["answer"] = f"{callee}() is not Megatron's, but {param!r} is a Megatron config field: " + out["answer"]
+    out["parameter"] = param
     return out
 
 
@@ -145,24 +141,23 @@ def explain(line: str, release: str | None) -> dict | None:
             elsewhere = not keys and bool(g.get("name"))
             if elsewhere:  # never in that module: where the name lives
                 keys = [k for k in ri.find(g["name"]) if k.startswith("megatron")]
-            core = _under_core(query) if not keys else None
-            if core:  # Megatron-LM's pre-core path (megatron.optimizer): its megatron.core home
+            if keys:
+                out = _about(keys[0], rel)
+                if elsewhere:
+                    out["answer"] = f"{query} is in no indexed release; the name is defined as " + out["answer"]
+                    out["in_your_release"] = False
+            else:
+                core = _under_core(query)
+                if core is None:
+                    return {"query": query, "key": None, "kind": None, "what": what, "releases": [],
+                            "in_your_release": False, "events": [], "successor": None, "release": rel,
+                            "next_command": None,
+                            "answer": f"{query} is in no indexed release ({RELEASES[0]} to {RELEASES[-1]})"}
+                # Megatron-LM's pre-core path (megatron.optimizer): its megatron.core home
                 out = _about(core, rel)
                 out["answer"] = (f"{query} is in no indexed release ({RELEASES[0]} to {RELEASES[-1]}); "
                                  f"megatron-core has it under megatron.core: " + out["answer"])
-                out["in_your_release"] = False
-                out["successor"] = core
-            elif not keys:
-                return {"query": query, "key": None, "kind": None, "what": what, "releases": [],
-                        "in_your_release": False, "events": [], "successor": None, "release": rel,
-                        "next_command": None,
-                        "answer": f"{query} is in no indexed release ({RELEASES[0]} to {RELEASES[-1]})"}
-            else:
-                out = None
-            out = out or _about(keys[0], rel)
-            if elsewhere and not core:
-                out["answer"] = f"{query} is in no indexed release; the name is defined as " + out["answer"]
-                out["in_your_release"] = False
+                out.update(in_your_release=False, successor=core)
         elif what == "member":
             g["cls"] = g["cls"] or g["tcls"]  # an instance's or the class's own attribute
             keys = [k for k in ri.find(f"{g['cls']}.{g['name']}") if k.startswith("megatron")]
@@ -188,16 +183,13 @@ def explain(line: str, release: str | None) -> dict | None:
             query = f"{g['callee']}(...)"
         else:
             key = _callable_key(g["callee"])
-            if key is None:
-                out = _removed_config_field(g, what, rel)
-                if out is None:
-                    return None
-                out.update(release=rel, next_command=f"python scripts/api_history.py {out['key']}")
-                return out
             params = [g["param"]] if g.get("param") else re.findall(r"'(\w+)'", g["params"])
             if not params:
                 return None
-            out = _parameter(key, params[0], rel, what == "missing")
+            if key is not None:
+                out = _parameter(key, params[0], rel, what == "missing")
+            else:  # not Megatron's callable: a Megatron config field it was given?
+                out = _removed_config_field(g["callee"], params[0], rel) if what == "unexpected" else None
             if out is None:
                 return None
             query = f"{g['callee']}({params[0]}=...)"
