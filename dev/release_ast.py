@@ -541,13 +541,17 @@ def _bound(arg, locals_: dict, line: int):
 
 
 def _message_of(node, locals_: dict | None = None):
-    """(kind, exc, text) for a raise/assert/warn/log node, else None."""
+    """(kind, exc, text) for a raise/assert/warn/log node, else None. A message passed as a local
+    name is the text the function last bound to it (``locals_``, from _local_texts)."""
+    def text(arg):
+        return _message_text(_bound(arg, locals_ or {}, node.lineno))
+
     if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
         exc = ast.unparse(node.exc.func).split(".")[-1]
         arg = node.exc.args[0] if node.exc.args else None
-        return "raise", exc, _message_text(_bound(arg, locals_ or {}, node.lineno))
+        return "raise", exc, text(arg)
     if isinstance(node, ast.Assert) and node.msg is not None:
-        return "assert", "AssertionError", _message_text(_bound(node.msg, locals_ or {}, node.lineno))
+        return "assert", "AssertionError", text(node.msg)
     if isinstance(node, ast.Call):
         fname = ast.unparse(node.func)
         last = fname.split(".")[-1]
@@ -555,14 +559,14 @@ def _message_of(node, locals_: dict | None = None):
             cat = node.args[1] if len(node.args) > 1 else next(
                 (k.value for k in node.keywords if k.arg == "category"), None)
             return "warn", (ast.unparse(cat).split(".")[-1] if cat is not None else "UserWarning"), \
-                _message_text(node.args[0])
+                text(node.args[0])
         if isinstance(node.func, ast.Attribute) and last in LOG_METHODS and node.args and \
                 re.search(r"log", ast.unparse(node.func.value), re.I):
-            return "log", None, _message_text(node.args[0])
+            return "log", None, text(node.args[0])
         if last in ("log_single_rank", "log_on_each_pipeline_stage") and len(node.args) >= 3:
             lvl = ast.unparse(node.args[1]).split(".")[-1]
             if lvl in LOG_LEVELS:
-                return "log", None, _message_text(node.args[2])
+                return "log", None, text(node.args[2])
     return None
 
 

@@ -51,6 +51,11 @@ def check(shape, want):
         msg = f"shape {shape} is not {want}"
         raise ValueError(msg)
 
+def warn_later(n):
+    note = f"n is {n}"
+    if n > 3:
+        warnings.warn(note)
+
 def load():
     try:
         import thing
@@ -90,6 +95,7 @@ def messages():
     ("never twice", "True", [], []),
     # raise X(msg) after msg = f"...": the text of the function's last binding before the raise.
     ("shape {} is not {}", "shape != want", [], []),
+    ("n is {}", "n > 3", [], []),
 ])
 def test_condition_fields_and_flags(messages, text, condition, fields, flags):
     kind, exc, got_text, path, function, line, got_cond, got_fields, got_flags = messages[text]
