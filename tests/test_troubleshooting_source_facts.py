@@ -360,3 +360,74 @@ def test_te03_retain_pinned_cpu_buffers_gate(ref, first):
     if ref != "core_v0.17.1":
         assert ("2.5.0", False) in branches, branches
     assert "core_v0.17.1 passes `retain_pinned_cpu_buffers=`" in _flat(BY_ID["TE-03"].body)
+
+
+# --------------------------------------------------------------------------- INST-01
+
+def _requires_python(pyproject: str) -> str | None:
+    m = re.search(r'^requires-python\s*=\s*"([^"]+)"', pyproject, re.M)
+    return m.group(1) if m else None
+
+
+@pytest.mark.parametrize("ref,expected", [("core_v0.12.3", None), ("core_v0.13.1", ">=3.10"),
+                                          ("core_v0.16.1", ">=3.10"),
+                                          ("core_v0.17.0", ">=3.12"), ("core_v0.19.0", ">=3.12")])
+def test_inst01_requires_python_per_release(ref, expected):
+    try:
+        src = up.source_at(ref, "pyproject.toml")
+    except up.Unavailable as exc:  # a wheel does not ship pyproject.toml: the mirror is needed
+        pytest.skip(f"{ref}:pyproject.toml not readable here: {exc}")
+    assert _requires_python(src) == expected
+    versions = BY_ID["INST-01"].bullet("Versions")
+    name = ref.removeprefix("core_v")
+    assert name.split("rc")[0] in versions or ref in versions
+
+
+def test_inst01_installed_metadata_and_what_needs_312():
+    from importlib.metadata import metadata
+
+    assert metadata("megatron-core")["Requires-Python"] == ">=3.12"
+    body = _flat(BY_ID["INST-01"].body)
+    root = SITE / "megatron"
+    files = sorted(root.rglob("*.py"))
+    assert f"every one of the {len(files)} `.py` files" in body
+    overrides = []
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.ImportFrom) and n.module == "typing" and any(a.name == "override" for a in n.names)
+               for n in ast.walk(tree)):
+            overrides.append(path.relative_to(SITE).as_posix())
+    assert overrides == ["megatron/training/models/gpt.py", "megatron/training/models/hybrid.py"]
+    assert all(f"`{f}`" in body for f in overrides)
+
+
+def _python_311() -> str | None:
+    import shutil
+    import subprocess
+
+    for cand in ("python3.11", "python3.10", "python3"):
+        exe = shutil.which(cand)
+        if exe:
+            out = subprocess.run([exe, "-c", "import sys; print(sys.version_info[:2] < (3, 12))"],
+                                 capture_output=True, text=True)
+            if out.stdout.strip() == "True":
+                return exe
+    return None
+
+
+def test_inst01_installed_source_compiles_before_312():
+    import subprocess
+
+    exe = _python_311()
+    if exe is None:
+        pytest.skip("no Python older than 3.12 on PATH")
+    code = ("import pathlib, sys\nbad = []\n"
+            "for p in pathlib.Path(sys.argv[1]).rglob('*.py'):\n"
+            "    try: compile(p.read_text(encoding='utf-8'), str(p), 'exec')\n"
+            "    except SyntaxError as e: bad.append(f'{p}:{e.lineno}')\n"
+            "print(len(bad)); print(*bad[:5], sep='\\n')\n"
+            "from typing import override\n")
+    out = subprocess.run([exe, "-c", code, str(SITE / "megatron")], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split("\n", 1)[0] == "0", out.stdout
+    assert "cannot import name 'override' from 'typing'" in out.stderr
+    assert "cannot import name 'override' from 'typing'" in BY_ID["INST-01"].body

@@ -59,6 +59,8 @@ _ANTONYM = {"invalid": "valid", "unknown": "known", "mismatch": "match", "mismat
             "unsupported": "supported", "incompatible": "compatible", "inconsistent": "consistent",
             "conflicts": "agrees", "conflict": "agree", "disabled": "enabled", "uninitialized": "initialized",
             "unset": "set", "missing": "present", "illegal": "legal", "incorrect": "correct"}
+# Short words whose negation is the message's point: "3.10 not in '>=3.12'" (pip's Requires-Python).
+_SHORT_WORDS = frozenset(("in",))
 _FILLER = frozenset("a an the be is are was were been being to of also".split())
 _TOKEN = re.compile(r"[a-z0-9_]+|[.;:!?]")
 _NEGATORS = r"(?:not|no|non|never|cannot|without|unsupported)"
@@ -77,7 +79,7 @@ def _truths(text: str) -> dict[str, list[bool]]:
     tokens = _TOKEN.findall(text.lower().replace("n't", " not"))
     out: dict[str, list[bool]] = {}
     for i, tok in enumerate(tokens):
-        if len(tok) < 3 or tok in _FLIP or _filler(tok) or tok in ".;:!?":
+        if (len(tok) < 3 and tok not in _SHORT_WORDS) or tok in _FLIP or _filler(tok) or tok in ".;:!?":
             continue
         truth = tok not in _ANTONYM
         for prev in reversed(tokens[:i]):
