@@ -825,6 +825,17 @@ def c_dp_no_ckpt_format():
     return f"accepted: DistributedDataParallelConfig(use_megatron_fsdp={c.use_megatron_fsdp}); checkpoint-format fields: {fields}"
 
 
+def c_ckpt_legacy_dir():
+    import tempfile
+
+    from megatron.core import dist_checkpointing
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "mp_rank_00").mkdir()
+        (Path(tmp) / "mp_rank_00" / "model_optim_rng.pt").write_bytes(b"")
+        return raised(lambda: dist_checkpointing.load_common_state_dict(tmp)).replace(tmp, "<dir>")
+
+
 def c_dp_fsdp_connections():
     from megatron.core.distributed import DistributedDataParallelConfig
 
@@ -1173,6 +1184,7 @@ CORE_REPROS: dict[str, tuple[str, object]] = {
     "DP-02": ("inproc", c_dp_overlap_param_gather),
     "DP-03": ("inproc", c_dp_param_gather_without_grad_reduce),
     "DP-04": ("inproc", c_dp_no_ckpt_format),
+    "CKPT-03": ("inproc", c_ckpt_legacy_dir),
     "DP-05": ("inproc", c_dp_fsdp_connections),
     "PG-03": ("gloo", g_pg_world_not_divisible),
     "CS-01": ("gloo", g_cs_core_connections_warning),
