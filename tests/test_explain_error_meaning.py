@@ -37,6 +37,7 @@ OPPOSITES = (
     (r"\bmust\b", "must not"), (r"\bshould\b", "should not"),
     (r"\bsupported\b", "not supported"), (r"\bUnsupported\b", "Supported"), (r"\bUnknown\b", "Known"),
     (r"\bInvalid\b", "Valid"), (r"\bMismatch\b", "Match"), (r"\bconflicts with\b", "agrees with"),
+    (r"\bneither\b", "either"), (r"\bMissing\b", "Present"), (r"\bundefined\b", "defined"),
 )
 
 

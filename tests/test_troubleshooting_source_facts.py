@@ -431,3 +431,36 @@ def test_inst01_installed_source_compiles_before_312():
     assert out.stdout.split("\n", 1)[0] == "0", out.stdout
     assert "cannot import name 'override' from 'typing'" in out.stderr
     assert "cannot import name 'override' from 'typing'" in BY_ID["INST-01"].body
+
+
+# --------------------------------------------------------------------------- CKPT-04
+
+CKPT04_MESSAGES = (
+    "Unexpected keys (not found in the checkpoint) encountered in the provided sharded state dict.",
+    "Some keys found in the checkpoint are missing in the provided sharded state dict.",
+)
+
+
+@pytest.mark.parametrize("ref", ["core_v0.12.3", "core_v0.15.3", INSTALLED])
+def test_ckpt04_megatron_key_reports_and_strictness(ref):
+    src = _flat(_source(ref, "megatron/core/dist_checkpointing/validation.py"))
+    for text in CKPT04_MESSAGES:
+        assert text in src, (ref, text)
+        assert text in _flat(BY_ID["CKPT-04"].body)
+    tree = ast.parse(_source(ref, "megatron/core/dist_checkpointing/validation.py"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "StrictHandling")
+    values = [ast.literal_eval(s.value) for s in cls.body if isinstance(s, ast.Assign)]
+    assert len(values) == 8 and "assume_ok_unexpected" in values and "log_all" in values, values
+    assert "`StrictHandling` (8 values)" in BY_ID["CKPT-04"].body
+
+
+def test_ckpt04_flag_default_and_planner():
+    from megatron.training.config.training_config import CheckpointConfig
+
+    default = next(f.default for f in __import__("dataclasses").fields(CheckpointConfig)
+                   if f.name == "dist_ckpt_strictness")
+    assert default == "assume_ok_unexpected"
+    strat = _flat(_source(INSTALLED, "megatron/core/dist_checkpointing/strategies/torch.py"))
+    assert "from model not in state dict" in strat
+    body = _flat(BY_ID["CKPT-04"].body)
+    assert "default `assume_ok_unexpected`" in body and "from model not in state dict" in body

@@ -52,13 +52,13 @@ _VAR = re.compile(r"<[^<>\n]*>|…|\.\.\.|[\[(]\s*-?\d[\d.]*(?:\s*,\s*-?\d[\d.]*
 # Negation and requirement words flip what a message says about the word after them: "is not
 # initialized" and "must be initialized" both report an uninitialized thing; "already
 # initialized" and "must not be initialized" an initialized one.
-_FLIP = frozenset("not no non cannot never without must should needs need require requires required expected "
+_FLIP = frozenset("not no non neither cannot never without must should needs need require requires required expected "
                   "expects".split())
 # A word that is another one's negation: counted as that word, stated absent.
 _ANTONYM = {"invalid": "valid", "unknown": "known", "mismatch": "match", "mismatched": "matched",
             "unsupported": "supported", "incompatible": "compatible", "inconsistent": "consistent",
             "conflicts": "agrees", "conflict": "agree", "disabled": "enabled", "uninitialized": "initialized",
-            "unset": "set", "missing": "present", "illegal": "legal", "incorrect": "correct"}
+            "unset": "set", "undefined": "defined", "missing": "present", "illegal": "legal", "incorrect": "correct"}
 # Short words whose negation is the message's point: "3.10 not in '>=3.12'" (pip's Requires-Python).
 _SHORT_WORDS = frozenset(("in",))
 _FILLER = frozenset("a an the be is are was were been being to of also".split())
