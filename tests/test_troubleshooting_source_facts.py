@@ -464,3 +464,48 @@ def test_ckpt04_flag_default_and_planner():
     assert "from model not in state dict" in strat
     body = _flat(BY_ID["CKPT-04"].body)
     assert "default `assume_ok_unexpected`" in body and "from model not in state dict" in body
+
+
+# --------------------------------------------------------------------------- DEP-09 / CKPT-05
+
+DEP09_SITES = {"megatron/core/dist_checkpointing/exchange_utils.py", "megatron/core/dist_checkpointing/validation.py",
+               "megatron/core/dist_checkpointing/mapping.py"}
+
+
+def _np_product_files(ref: str) -> set[str]:
+    files = up.files_at(ref, "megatron/") if ref != INSTALLED else [
+        p.relative_to(SITE).as_posix() for p in (SITE / "megatron").rglob("*.py")]
+    out = set()
+    for f in files:
+        if f.endswith(".py") and "np.product(" in (_source(ref, f) or ""):
+            out.add(f)
+    return out
+
+
+@pytest.mark.parametrize("ref,expected", [("core_v0.13.1", DEP09_SITES), ("core_v0.15.3", DEP09_SITES),
+                                          ("core_v0.16.1", set()), (INSTALLED, set())])
+def test_dep09_np_product_call_sites(ref, expected):
+    try:
+        assert _np_product_files(ref) == expected
+    except up.Unavailable as exc:
+        pytest.skip(f"{ref} not readable here: {exc}")
+    body = BY_ID["DEP-09"].body
+    assert all(f"`{Path(f).name}`" in body for f in DEP09_SITES)
+
+
+def test_dep09_numpy_message_is_the_installed_numpys():
+    import numpy as np
+
+    with pytest.raises(AttributeError) as info:
+        np.product  # noqa: B018 - the removed alias
+    assert str(info.value) == "module 'numpy' has no attribute 'product'"
+    assert f"installed NumPy {np.__version__}" in BY_ID["DEP-09"].body
+
+
+@pytest.mark.parametrize("ref,present", [("core_v0.12.3", True), ("core_v0.15.3", True), ("core_v0.16.1", False),
+                                         (INSTALLED, False)])
+def test_ckpt05_mcore_data_access(ref, present):
+    src = _flat(_source(ref, "megatron/core/dist_checkpointing/strategies/torch.py"))
+    assert ("ckpt_metadata.mcore_data[" in src) == present
+    if ref == INSTALLED:
+        assert "getattr(metadata, 'mcore_data', {})" in src
