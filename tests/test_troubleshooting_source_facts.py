@@ -509,3 +509,32 @@ def test_ckpt05_mcore_data_access(ref, present):
     assert ("ckpt_metadata.mcore_data[" in src) == present
     if ref == INSTALLED:
         assert "getattr(metadata, 'mcore_data', {})" in src
+
+
+# --------------------------------------------------------------------------- RT-10
+
+def _checker_gib(flags: list[str]) -> float:
+    import json
+    import subprocess
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "check_parallel_layout.py"
+    out = subprocess.run([sys.executable, str(script), *flags, "--json"], capture_output=True, text=True, timeout=120)
+    return round(json.loads(out.stdout)["memory"]["total_bytes_per_gpu"] / 2**30, 2)
+
+
+def test_rt10_memory_numbers_are_the_checkers():
+    """The Fix paragraph's command, run as written, and each flag it adds: the GiB it states."""
+    body = _flat(BY_ID["RT-10"].body)
+    m = re.search(r"With `(--world-size[^`]+)`: ([\d.]+) GiB; with `(--use-distributed-optimizer)` ([\d.]+); "
+                  r"plus `(--sequence-parallel)` ([\d.]+); plus `([^`]+)` ([\d.]+),", body)
+    assert m, "RT-10's worked example is not where the test reads it"
+    base = m.group(1).split()
+    steps = [(base, m.group(2))]
+    flags = list(base)
+    for extra, gib in ((m.group(3), m.group(4)), (m.group(5), m.group(6)), (m.group(7), m.group(8))):
+        flags = flags + extra.split()
+        steps.append((flags, gib))
+    for step_flags, gib in steps:
+        assert _checker_gib(step_flags) == float(gib), (step_flags, gib)
+    selective = base + ["--use-distributed-optimizer", "--sequence-parallel", "--recompute-activations"]
+    assert abs(_checker_gib(selective) - float(m.group(6))) < 0.1  # "saves almost nothing"
