@@ -111,3 +111,41 @@ def test_not_initialized_puts_pg08_first_and_never_pg04():
 ])
 def test_contradiction_rule(a, b, expected):
     assert match.contradicts(a, b) is expected
+
+
+
+def _not_when():
+    from test_troubleshooting import ENTRIES
+
+    return [(e.id, e.text.splitlines()[0], t) for e in ENTRIES if e.bullet("Not when")
+            for t in re.findall(r"`([^`]+)`", e.bullet("Not when"))]
+
+
+NOT_WHEN = _not_when()
+
+
+def test_not_when_is_used():
+    assert any(eid == "HANG-07" and text == "invalid usage" for eid, _, text in NOT_WHEN)
+
+
+@pytest.mark.parametrize("eid,own,text", NOT_WHEN)
+def test_a_not_when_text_keeps_the_entry_off_the_line(eid, own, text):
+    """The entry's own message carrying one of its **Not when** texts: the entry is not offered."""
+    assert text.lower() not in own.lower(), f"{eid}: its own message carries {text!r}"
+    pasted = tl.changed_numbers(f"{own} ({text})", seed=3)
+    result = triage.match_log(tl.multi_rank_log(pasted, ranks=(0, 1)))
+    assert all(m["id"] != eid for m in result["matches"]), (pasted, [m["id"] for m in result["matches"]])
+
+
+@pytest.mark.parametrize("result_text,expected", [
+    ("unhandled system error (run with NCCL_DEBUG=INFO for details)", True),
+    ("remote process exited or there was a network error", True),
+    ("invalid usage (run with NCCL_DEBUG=WARN for details)", False),
+    ("unhandled cuda error (run with NCCL_DEBUG=INFO for details)", False),
+])
+def test_hang07_claims_only_the_nccl_results_it_explains(result_text, expected):
+    line = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
+            f"{result_text}, NCCL version 2.21.5")
+    result = triage.match_log(tl.multi_rank_log(line, ranks=(0, 1)))
+    ids = [m["id"] for m in result["matches"]]
+    assert (bool(ids) and ids[0] == "HANG-07") == expected, ids

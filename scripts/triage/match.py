@@ -22,6 +22,8 @@ How a message event matches an entry, strongest first:
 * ``frame``: no text in common, but the exception type is the entry's and the traceback passes
   through the statement that raises it (``0.7``).
 
+An entry whose **Not when** bullet quotes a text the line carries is not offered for it.
+
 A short title tag before the message (``[Bug] RuntimeError: ...``, ``dsv3:No dot product ...``: at
 most TAG_MAX characters) is skipped.
 
@@ -330,7 +332,21 @@ def _prose(_eid: str, texts: tuple) -> tuple[str, ...]:
     return tuple(q for t in texts for q in _QUOTE.findall(t) if _QUOTED_MESSAGE.match(q))
 
 
+def excluded(rec: dict, line: str) -> bool:
+    """The line carries a text the entry's **Not when** bullet names: another cause sharing its words
+    (NCCL's ``invalid usage`` against the entry for ``unhandled system error``)."""
+    low = line.lower()
+    return any(t.lower() in low for t in _not_when(rec["id"], rec["fields"].get("Not when", "")))
+
+
+@functools.lru_cache(maxsize=None)
+def _not_when(_eid: str, text: str) -> tuple[str, ...]:
+    return tuple(_QUOTE.findall(text))
+
+
 def score_message(rec: dict, event) -> dict | None:
+    if excluded(rec, event.line):
+        return None
     event_words = catalogue.words(event.line)
     text = _text_match(rec, event.line, event.following, event_words)
     frame, where = _frame_score(rec, event.frames)
