@@ -45,6 +45,11 @@ PROBES = {
         "import dataclasses; from megatron.core.transformer.transformer_config import TransformerConfig; "
         "P = dataclasses.dataclass(type('Qwen3MoEModelProvider', (TransformerConfig,), {'__module__': 'provider'})); "
         "P(num_layers=2, hidden_size=8, num_attention_heads=2, pipeline_model_parallel_split_rank=1)"),
+    # A downstream MoE class in a layer spec, given what 0.19.2's TransformerLayer passes its mlp
+    # (Megatron-Bridge#4077); the class is the user's, so the line is CPython's for any class.
+    "spec_module_new_kwarg": (
+        "class ErnieMultiTypeMoE:\n    def __init__(self, config, pg_collection=None, name=None): pass\n"
+        "ErnieMultiTypeMoE(config=None, pg_collection=None, is_mtp_layer=False, name=None)"),
 }
 CHILD = """
 import json, sys, traceback
@@ -184,3 +189,22 @@ def test_a_removed_config_field_passed_to_a_downstream_subclass(raised_0192):
     assert "is not Megatron's" in n["answer"] and "removed in 0.14.0" in n["answer"]
     # A keyword your release still has explains nothing: no answer.
     assert triage.match_log("TypeError: Foo.__init__() got an unexpected keyword argument 'num_layers'\n")["names"] == []
+
+
+def test_a_parameter_megatron_passes_to_a_spec_module(raised_0192):
+    text = raised_0192["spec_module_new_kwarg"]
+    assert text == "TypeError: ErnieMultiTypeMoE.__init__() got an unexpected keyword argument 'is_mtp_layer'", text
+    # What the answer rests on: 0.19.2's TransformerLayer passes it to the mlp submodule it builds.
+    import sysconfig
+
+    src = Path(sysconfig.get_paths()["purelib"]) / "megatron" / "core" / "transformer" / "transformer_layer.py"
+    assert "is_mtp_layer=self.is_mtp_layer," in src.read_text(encoding="utf-8")
+    n = _name(text, "0.19.2")
+    h = _history("MoELayer")
+    assert n["key"] == "megatron.core.transformer.moe.moe_layer:BaseMoELayer" and not n["callee_is_megatron"]
+    assert "added is_mtp_layer" in [e["detail"] for e in h["events"] if e["version"] == "0.17.1"][0]
+    assert "added in 0.17.0 to" in n["answer"] and "MoELayer" in n["answer"] and "your release" not in n["answer"]
+    # A release before the parameter existed: nothing Megatron passes explains it.
+    assert triage.match_log(text + "\n", megatron_version="0.16")["names"] == []
+    # A keyword no Megatron class gained: no answer.
+    assert triage.match_log("TypeError: Foo.__init__() got an unexpected keyword argument 'zzz_unknown'\n")["names"] == []

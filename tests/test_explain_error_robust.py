@@ -37,6 +37,8 @@ def _truncated():
         if len(body) < 60 or te.BARE.match(first):
             continue  # too short to lose a tail and still say which message it is
         cut = first[: int(len(first) * TRUNCATE_AT)]
+        if cut.rfind("<") > cut.rfind(">"):  # half a placeholder is no paste: cut after it and some text
+            cut = first[: first.index(">", len(cut)) + 1 + match.TRUNCATED_MIN]
         # Entries whose messages start the same way are as right as this one: the cut hides the rest.
         same = {q.values[0] for q in te.MESSAGES if q.values[1].splitlines()[0].startswith(cut)}
         out.append(pytest.param(eid, cut, same, id=p.id))

@@ -114,6 +114,7 @@ class _Number:
 
 NUMBER = _Number()
 TAG_MAX = 40  # characters a title tag ("[Bug] ", "dsv3:") may put before the message
+_EXC_BEFORE = re.compile(r"(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)\s*:\s*$")
 
 
 @functools.lru_cache(maxsize=8192)
@@ -195,7 +196,11 @@ def _untagged(text: str, line: str) -> str:
     if not k or _same_start(text, line):
         return line
     m = _prefix_rx(text, k).search(line[:TAG_MAX + 200].lower())
-    if m is None or m.start() == 0 or m.start() > TAG_MAX or line[m.start() - 1].isalnum():
+    if m is None or m.start() == 0 or line[m.start() - 1].isalnum():
+        return line
+    # The tag ends where the exception type begins ("dsv3:torch.distributed.DistBackendError: ...").
+    exc = _EXC_BEFORE.search(line[: m.start()])
+    if (exc.start() if exc else m.start()) > TAG_MAX:
         return line
     return line[m.start():]
 

@@ -74,8 +74,44 @@ def _removed_config_field(callee: str, param: str, release: str) -> dict | None:
         return None  # your release has the field: nothing Megatron removed explains the error
     out = _about(fields[0], release)
     out["answer"] = f"{callee}() is not Megatron's, but {param!r} is a Megatron config field: " + out["answer"]
-    out["parameter"] = param
+    out.update(parameter=param, callee_is_megatron=False)
     return out
+
+
+MAX_CLASSES = 6
+
+
+def _megatron_constructor_param(callee: str, param: str, release: str) -> dict | None:
+    """A keyword another project's class rejects that Megatron's own classes gained as a constructor
+    parameter: a class a layer spec puts in place of Megatron's (a custom MoE or attention module,
+    built by ``build_module``) receives what Megatron's layer passes to the class it replaces, so
+    a parameter Megatron added in release R arrives from R on (Megatron-Bridge#4077: ``is_mtp_layer``,
+    0.17)."""
+    rel = ri.load(release)
+    added: dict[str, str] = {}
+    for key, rec in ri.catalog().items():
+        if rec["kind"] != "class" or not key.startswith("megatron"):
+            continue
+        sig = rel.signature(key)
+        if sig is None or not any(p["name"] == param for p in sig["params"]):
+            continue
+        ev = next((e for e in ri.events(key) if e["change"] == "signature_changed"
+                   and re.search(rf"\badded\b[^;]*\b{re.escape(param)}\b", e["detail"] or "")), None)
+        if ev is not None:
+            added[key] = _when(ev)
+    if not added:
+        return None  # your release's classes do not take it, or always did: not a Megatron change
+    first = min(added.values(), key=RELEASES.index if all(v in RELEASES for v in added.values()) else str)
+    names = sorted(k.split(":", 1)[1] for k, v in added.items() if v == first)
+    key = next(k for k, v in sorted(added.items()) if v == first)
+    shown = ", ".join(names[:MAX_CLASSES]) + (f" and {len(names) - MAX_CLASSES} more" if len(names) > MAX_CLASSES else "")
+    events = [e for e in ri.events(key) if e["change"] == "signature_changed" and param in (e["detail"] or "")]
+    return {"key": key, "kind": "class", "parameter": param, "releases": list(ri.releases_of(key)),
+            "in_your_release": True, "callee_is_megatron": False, "events": events[:MAX_EVENTS], "successor": None,
+            "answer": (f"{callee}() is not Megatron's, but {param!r} is a constructor parameter Megatron added in "
+                       f"{first} to {shown}: a class that a layer spec puts in place of one of these is "
+                       f"passed what Megatron passes to it, so from {first} on it receives {param}=...; "
+                       f"accept {param} (or **kwargs) in {callee}, or use a release before {first}")}
 
 
 def _spans(versions) -> str:
@@ -189,11 +225,14 @@ def explain(line: str, release: str | None) -> dict | None:
             if key is not None:
                 out = _parameter(key, params[0], rel, what == "missing")
             else:  # not Megatron's callable: a Megatron config field it was given?
-                out = _removed_config_field(g["callee"], params[0], rel) if what == "unexpected" else None
+                out = None
+                if what == "unexpected":
+                    out = (_removed_config_field(g["callee"], params[0], rel)
+                           or _megatron_constructor_param(g["callee"], params[0], rel))
             if out is None:
                 return None
             query = f"{g['callee']}({params[0]}=...)"
-        if out["in_your_release"] and what not in ("missing", "positional"):
+        if out["in_your_release"] and what not in ("missing", "positional") and out.get("callee_is_megatron", True):
             out["answer"] += (f"; your release {rel} has it: check that the installed megatron-core is {rel} "
                               "(pip show megatron-core) and that the import path is the one above")
         out.update(query=query, what=what, release=rel,
