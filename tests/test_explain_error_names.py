@@ -208,3 +208,16 @@ def test_a_parameter_megatron_passes_to_a_spec_module(raised_0192):
     assert triage.match_log(text + "\n", megatron_version="0.16")["names"] == []
     # A keyword no Megatron class gained: no answer.
     assert triage.match_log("TypeError: Foo.__init__() got an unexpected keyword argument 'zzz_unknown'\n")["names"] == []
+
+
+def test_a_name_message_wrapped_onto_the_next_line():
+    # ms-swift PR #9814 as pasted: the module on a line of its own.
+    text = "ImportError: cannot import name 'tensor_a2a_cp2hp' from\n'megatron.core.ssm.gated_delta_net'\n"
+    n = triage.match_log(text, megatron_version="0.16")["names"][0]
+    h = _history("megatron.core.ssm.gated_delta_net:tensor_a2a_cp2hp")
+    assert n["key"] == h["name"] and n["releases"] == h["releases"] and not n["in_your_release"]
+    assert "added in 0.18.0" in n["answer"]
+    # A next line that is a message of its own is not read as the rest of this one.
+    other = "RuntimeError: boom\nImportError: cannot import name 'tensor_a2a_cp2hp' from 'megatron.core.ssm.gated_delta_net'\n"
+    lines = [x["matched_line"] for x in triage.match_log(other, megatron_version="0.16")["names"]]
+    assert lines == ["ImportError: cannot import name 'tensor_a2a_cp2hp' from 'megatron.core.ssm.gated_delta_net'"], lines

@@ -64,7 +64,7 @@ def match_stream(stream, megatron_version: str | None = None) -> dict:
     for event in events:
         found = match.candidates(event)
         src = source.explain(event, release) if event.kind == "message" else None
-        name = names.explain(event.line, release) if event.kind == "message" else None
+        name = names.explain(event.line, release, event.following) if event.kind == "message" else None
         if not found:
             if src is None and name is None:
                 if event.kind == "message" and _looks_like_a_problem(event.line):

@@ -163,11 +163,17 @@ def _parameter(key: str, param: str, release: str, missing: bool) -> dict | None
             "events": sig_events[:MAX_EVENTS], "successor": None, "answer": text}
 
 
-def explain(line: str, release: str | None) -> dict | None:
-    """The name block for a message line, or None when the line is not about a Megatron name."""
+def explain(line: str, release: str | None, following: tuple = ()) -> dict | None:
+    """The name block for a message line, or None when the line is not about a Megatron name.
+    A message wrapped onto the next line ("cannot import name 'x' from" / "'megatron.core...'")
+    is read with that line."""
+    wrapped = f"{line} {following[0].strip()}" if following else None
     rel = indexed(release)
     for rx, what in PATTERNS:
         m = rx.search(line)
+        if m is None and wrapped:
+            m = rx.search(wrapped)
+            m = m if m is not None and m.start() < len(line) < m.end() else None  # it spans the wrap
         if not m:
             continue
         g = m.groupdict()
