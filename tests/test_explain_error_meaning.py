@@ -37,7 +37,7 @@ OPPOSITES = (
     (r"\bmust\b", "must not"), (r"\bshould\b", "should not"),
     (r"\bsupported\b", "not supported"), (r"\bUnsupported\b", "Supported"), (r"\bUnknown\b", "Known"),
     (r"\bInvalid\b", "Valid"), (r"\bMismatch\b", "Match"), (r"\bconflicts with\b", "agrees with"),
-    (r"\bneither\b", "either"), (r"\bMissing\b", "Present"), (r"\bundefined\b", "defined"),
+    (r"\bneither\b", "either"), (r"\bexpects\b", "does not expect"), (r"\bMissing\b", "Present"), (r"\bundefined\b", "defined"),
 )
 
 
@@ -132,7 +132,7 @@ def test_not_when_is_used():
 def test_a_not_when_text_keeps_the_entry_off_the_line(eid, own, text):
     """The entry's own message carrying one of its **Not when** texts: the entry is not offered."""
     assert text.lower() not in own.lower(), f"{eid}: its own message carries {text!r}"
-    pasted = tl.changed_numbers(f"{own} ({text})", seed=3)
+    pasted = f"{tl.changed_numbers(own, seed=3)} ({text})"
     result = triage.match_log(tl.multi_rank_log(pasted, ranks=(0, 1)))
     assert all(m["id"] != eid for m in result["matches"]), (pasted, [m["id"] for m in result["matches"]])
 

@@ -538,3 +538,26 @@ def test_rt10_memory_numbers_are_the_checkers():
         assert _checker_gib(step_flags) == float(gib), (step_flags, gib)
     selective = base + ["--use-distributed-optimizer", "--sequence-parallel", "--recompute-activations"]
     assert abs(_checker_gib(selective) - float(m.group(6))) < 0.1  # "saves almost nothing"
+
+
+# --------------------------------------------------------------------------- MOE-15
+
+@pytest.mark.parametrize("ref,present", [("core_v0.15.3", False), ("core_v0.16.1", True), (INSTALLED, True)])
+def test_moe15_router_replay_releases(ref, present):
+    try:
+        replay = up.source_at(ref, "megatron/core/transformer/moe/router_replay.py") if ref != INSTALLED else \
+            _source(INSTALLED, "megatron/core/transformer/moe/router_replay.py")
+    except up.Unavailable as exc:
+        pytest.skip(f"{ref} not readable here: {exc}")
+    assert (replay is not None) == present
+    config = _source(ref, "megatron/core/transformer/transformer_config.py")
+    assert ("moe_enable_routing_replay" in config) == present
+    body = _flat(BY_ID["MOE-15"].body)
+    assert "exist from core_v0.16.1 (absent in core_v0.12.3 through 0.15.3)" in body
+
+
+def test_moe15_counts_come_from_the_boolean_routing_map():
+    utils = _flat(_source(INSTALLED, "megatron/core/transformer/moe/moe_utils.py"))
+    assert "scatter(1, top_indices, 1).bool()" in utils
+    dispatcher = _flat(_source(INSTALLED, "megatron/core/transformer/moe/token_dispatcher.py"))
+    assert "routing_map.sum(dim=0)" in dispatcher
