@@ -221,3 +221,12 @@ def test_a_name_message_wrapped_onto_the_next_line():
     other = "RuntimeError: boom\nImportError: cannot import name 'tensor_a2a_cp2hp' from 'megatron.core.ssm.gated_delta_net'\n"
     lines = [x["matched_line"] for x in triage.match_log(other, megatron_version="0.16")["names"]]
     assert lines == ["ImportError: cannot import name 'tensor_a2a_cp2hp' from 'megatron.core.ssm.gated_delta_net'"], lines
+
+
+def test_a_plain_word_keyword_needs_build_module_to_be_megatrons():
+    # 'name' is a constructor parameter Megatron added in 0.18.0, and any library's keyword too.
+    plain = "TypeError: Foo.__init__() got an unexpected keyword argument 'name'\n"
+    assert triage.match_log(plain)["names"] == []
+    built = "TypeError: Foo.__init__() got an unexpected keyword argument 'name' when instantiating Foo\n"
+    n = triage.match_log(built)["names"][0]
+    assert "added in 0.18.0" in n["answer"] and not n["callee_is_megatron"]

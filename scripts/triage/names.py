@@ -233,8 +233,13 @@ def explain(line: str, release: str | None, following: tuple = ()) -> dict | Non
             else:  # not Megatron's callable: a Megatron config field it was given?
                 out = None
                 if what == "unexpected":
-                    out = (_removed_config_field(g["callee"], params[0], rel)
-                           or _megatron_constructor_param(g["callee"], params[0], rel))
+                    out = _removed_config_field(g["callee"], params[0], rel)
+                    # A plain word ("name") is any library's keyword: only build_module's "when
+                    # instantiating" chain shows Megatron built the class; an underscored one is
+                    # distinctive enough alone.
+                    built = any("when instantiating" in x for x in (line, *following))
+                    if out is None and ("_" in params[0] or built):
+                        out = _megatron_constructor_param(g["callee"], params[0], rel)
             if out is None:
                 return None
             query = f"{g['callee']}({params[0]}=...)"
