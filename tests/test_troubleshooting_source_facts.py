@@ -561,3 +561,30 @@ def test_moe15_counts_come_from_the_boolean_routing_map():
     assert "scatter(1, top_indices, 1).bool()" in utils
     dispatcher = _flat(_source(INSTALLED, "megatron/core/transformer/moe/token_dispatcher.py"))
     assert "routing_map.sum(dim=0)" in dispatcher
+
+
+# --------------------------------------------------------------------------- INST-02
+
+@pytest.mark.parametrize("ref,path,line", [
+    ("core_v0.11.0", "requirements/pytorch_24.10/requirements.txt", 'nvidia-resiliency-ext; platform_machine == "x86_64"'),
+    ("core_v0.14.0", "pyproject.toml", '"nvidia-resiliency-ext>=0.4.0a0,<0.5.0",'),
+    ("core_v0.16.1", "pyproject.toml", '"nvidia-resiliency-ext",'),
+    ("core_v0.19.0", "pyproject.toml", '"nvidia-resiliency-ext==0.6.0",'),
+])
+def test_inst02_where_megatron_asks_for_nvidia_resiliency_ext(ref, path, line):
+    repo = up.mirror()  # pyproject.toml and requirements/ are in no wheel: the git tags are needed
+    if repo is None:
+        pytest.skip("the Megatron-LM git mirror is not here")
+    src = up.mirror_source_at(repo, ref, path)
+    assert src is not None and line in src, (ref, path)
+    assert line.strip('",').replace('"', "").split(";")[0] in BY_ID["INST-02"].bullet("Versions")
+
+
+def test_inst02_only_the_dev_extra_and_core_imports_without_it():
+    import importlib.util
+    from importlib.metadata import requires
+
+    reqs = [r for r in requires("megatron-core") if r.startswith("nvidia-resiliency-ext")]
+    assert reqs == ['nvidia-resiliency-ext==0.6.0; extra == "dev"'], reqs
+    assert importlib.util.find_spec("nvidia_resiliency_ext") is None
+    import megatron.core.dist_checkpointing.strategies.torch  # noqa: F401 - imports without it
