@@ -461,8 +461,13 @@ def _names_read(nodes, known: frozenset) -> list[str]:
     return sorted(out)
 
 
-def _messages(m: Module, known: frozenset = frozenset(), flags_of: dict | None = None) -> list[list]:
+def _messages(m: Module, known: frozenset = frozenset(), flags_of: dict | None = None,
+              bare: list | None = None) -> list[list]:
     """[kind, exc, text, file, function, line, condition, fields, flags] of each message.
+
+    An assert without a text of its own (``assert x``, ``assert a == b, (a, b)``) prints no
+    message to match; with ``bare`` given, it is recorded there as [file, function, line,
+    condition, fields, flags, test], so a traceback frame (or the code line under it) can place it.
 
     condition: when the message is printed, as source text: the enclosing ``if`` tests of its
     function (``not (...)`` in an ``else``), ``except <type>`` for a handler, and for an assert
@@ -475,6 +480,12 @@ def _messages(m: Module, known: frozenset = frozenset(), flags_of: dict | None =
     def emit(node, qual, conds, locals_):
         rec = _message_of(node, locals_)
         if rec is None or not _meaningful(rec[2]):
+            if bare is not None and isinstance(node, ast.Assert):
+                fields = _names_read([c for _, c in conds] + [node.test, node.msg], known)
+                bare.append([m.path, qual, node.lineno,
+                             _condition_text([t for t, _ in conds] + [_negated(node.test)]), fields,
+                             sorted({f for name in fields for f in flags_of.get(name, ())}),
+                             ast.unparse(node.test)])
             return
         exprs = list(conds)
         read = [c for _, c in conds]
@@ -790,11 +801,12 @@ def compile_release(version: str, files: dict[str, str], source: str) -> dict:
     fields: dict[str, list] = {}
     members: dict[str, list] = {}
     messages: list[list] = []
+    bare: list[list] = []
     flags = _flags(comp)
     known, flags_of = _known_names(comp, flags)
     for name in sorted(tree.modules):
         m = tree.modules[name]
-        messages.extend(_messages(m, known, flags_of))
+        messages.extend(_messages(m, known, flags_of, bare))
         if not is_public_module(m.path):
             continue
         names = {}
@@ -859,4 +871,5 @@ def compile_release(version: str, files: dict[str, str], source: str) -> dict:
         "members": members,
         "flags": flags,
         "messages": sorted(messages, key=lambda r: (r[3], r[5], r[0], r[2])),
+        "bare_asserts": sorted(bare, key=lambda r: (r[0], r[2])),
     }

@@ -84,6 +84,14 @@ class Release:
                  "condition": r[6] if len(r) > 6 else "", "fields": r[7] if len(r) > 7 else [],
                  "flags": r[8] if len(r) > 8 else []} for r in self._raw["messages"]]
 
+    def bare_asserts(self) -> list[dict]:
+        """Asserts without a text of their own (``assert x``; ``assert a == b, (a, b)``): where they
+        are and what they test ("condition": ``not (<test>)`` with the enclosing if tests), for a
+        traceback frame to place. Empty for data compiled before they were recorded."""
+        return [{"kind": "assert", "exc": "AssertionError", "text": "", "file": r[0], "function": r[1], "line": r[2],
+                 "condition": r[3], "fields": r[4], "flags": r[5], "test": r[6] if len(r) > 6 else ""}
+                for r in self._raw.get("bare_asserts", [])]
+
     def resolve(self, name: str) -> str | None:
         """Where a public name as a user writes it leads in this release, or None if it does not exist.
 

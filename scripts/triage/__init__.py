@@ -64,6 +64,8 @@ def match_stream(stream, megatron_version: str | None = None) -> dict:
     for event in events:
         found = match.candidates(event)
         src = source.explain(event, release) if event.kind == "message" else None
+        if src is None and event.kind == "message":
+            src = source.explain_bare(event, release)
         name = names.explain(event.line, release, event.following) if event.kind == "message" else None
         if not found:
             if src is None and name is None:
@@ -125,6 +127,8 @@ def _with_history(block: dict | None) -> dict | None:
     """The source block with the check's wordings across releases (what changed, and when)."""
     if block is None:
         return None
+    if block["how"] == "frame":  # an assert without a text: no wording to follow across releases
+        return dict(block, history=[])
     return dict(block, history=source.history(block))
 
 

@@ -79,6 +79,7 @@ class Event:
     chain: tuple = ()  # the exception lines of the same chain, in order, this one included
     ranks: set = field(default_factory=set)
     count: int = 0
+    code: str = ""  # the source line printed under the innermost frame
 
 
 @dataclass
@@ -88,6 +89,7 @@ class _Source:
     spy: bool = False  # frames come from a py-spy / faulthandler dump (innermost first)
     chain: list = field(default_factory=list)
     chained: bool = False
+    code: str = ""  # the source line under the last frame
 
 
 class BadInput(Exception):
@@ -229,6 +231,9 @@ class Scanner:
             src.frames.append((m.group("path"), int(m.group("line")), m.group("func")))
             if m.re is SPY_FRAME:
                 src.spy = True
+            else:
+                nxt = following(1) if callable(following) else following[:1]
+                src.code = clean(nxt[0])[0].strip() if nxt else ""
             return
         frames: tuple = ()
         warning = WARNING_PREFIX.match(text)
@@ -240,14 +245,15 @@ class Scanner:
             text = nccl.group(1)
         exc = EXCEPTION.match(text)
         if exc or text.startswith(("NCCL WARN", "WARNING")) or "Watchdog caught" in text:
+            code = ""
             if src.frames and not src.spy:
-                frames = tuple(src.frames)
-                src.frames = []
+                frames, code = tuple(src.frames), src.code
+                src.frames, src.code = [], ""
             # An exception continues the chain only after "During handling ..." / "The above exception ...".
             src.chain = [*src.chain, text] if src.chained else [text]
             chained, src.chained = src.chained, False
             key = self._add("message", text, frames, lambda: tuple(clean(f)[0] for f in following(FOLLOWING)),
-                            tuple(src.chain), rank)
+                            tuple(src.chain), rank, code)
             if key and not frames and not chained and raw_bytes is not None and len(self._fast) < FAST_LINES:
                 self._fast[raw_bytes] = (rank, key, text)
             return
@@ -319,7 +325,7 @@ class Scanner:
         event.count += 1
         return True
 
-    def _add(self, kind, text, frames, following, chain, rank) -> tuple | None:
+    def _add(self, kind, text, frames, following, chain, rank, code: str = "") -> tuple | None:
         key = _dedup_key(kind, text, frames)
         event = self.events.get(key)
         if event is None:
@@ -328,7 +334,7 @@ class Scanner:
                 return None
             # The lines after a message are read only for its first occurrence.
             event = self.events[key] = Event(kind, text, frames, following() if callable(following) else following,
-                                             chain)
+                                             chain, code=code)
         event.count += 1
         if rank is not None:
             event.ranks.add(int(rank))

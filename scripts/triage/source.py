@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import re
 
+import release_index as ri
 from release_index import messages as rm
 from release_index.versions import DEFAULT, RELEASES, resolve_version
 
@@ -102,6 +103,60 @@ def explain(event, release: str | None) -> dict | None:
                 continue  # the interpreter's own wording, raised somewhere the traceback does not show
             return _block(t, score, how, exc, event.frames, rel, hits)
     return None
+
+
+_SENTENCE = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")
+
+
+def explain_bare(event, release: str | None) -> dict | None:
+    """An AssertionError without a text (or with values only, ``(torch.Size([]), 0, 77856768)``)
+    raised in Megatron: the assert at the traceback's innermost frame, from the release index's
+    asserts that print no message of their own. The frame must be in a ``megatron/`` file and
+    name the function; the line must be the assert's, or the function must hold only one."""
+    line = event.line
+    if _exc_of(line) != "AssertionError" or not event.frames or _SENTENCE.search(message_part(line)):
+        return None
+    path, lineno, fn = event.frames[-1]
+    path = path.replace("\\", "/")
+    if "megatron/" not in path:
+        return None
+    rel = indexed(release)
+    here = [s for s in ri.load(rel).bare_asserts()
+            if (path == s["file"] or path.endswith("/" + s["file"])) and s["function"].rsplit(".", 1)[-1] == fn]
+    exact = [s for s in here if s["line"] == lineno]
+    test = _assert_test(getattr(event, "code", ""))
+    by_code = [s for s in here if test and s.get("test") == test]
+    site = (exact or by_code or (here if len(here) == 1 else [None]))[0]
+    if site is None:
+        return None
+    note = "" if exact else (
+        f"the traceback's line {lineno} is not this assert's line {site['line']} in {rel} (your release differs); "
+        + ("the code line under the frame is this assert's test" if by_code
+           else "this is the only assert without a text in that function"))
+    return {
+        "file": site["file"], "function": site["function"], "line": site["line"], "kind": "assert",
+        "exc": "AssertionError", "condition": site["condition"], "fields": site["fields"], "flags": site["flags"],
+        "text": "", "release": rel, "in_your_release": True, "releases": [rel], "other_sites": [],
+        "score": 1.0 if exact else 0.9, "how": "frame", "note": note, "frame_agrees": True,
+        "your_release_site": None,
+    }
+
+
+def _assert_test(code: str) -> str:
+    """The test of ``assert <test>, <msg>`` as ast.unparse writes it, from the code line a traceback
+    prints under a frame (the message may go on over lines the traceback does not show)."""
+    import ast
+
+    if not code.startswith("assert "):
+        return ""
+    body = code[len("assert "):].rstrip()
+    cuts = [len(body)] + [i for i in range(len(body) - 1, 0, -1) if body[i] == ","]
+    for end in cuts:
+        try:
+            return ast.unparse(ast.parse(body[:end].strip(), mode="eval").body)
+        except SyntaxError:
+            continue
+    return ""
 
 
 def _in_frames(t: rm.Template, frames: tuple) -> bool:
