@@ -49,18 +49,17 @@ def test_the_installed_bare_asserts_are_indexed():
     indexed one is an assert at that line whose message (if any) is not a text."""
     indexed = {(s["file"], s["line"]): s for s in ri.load("0.19.2").bare_asserts()}
     texts = {(m["file"], m["line"]) for m in ri.load("0.19.2").messages() if m["kind"] == "assert"}
-    seen = set()
+    asserts = {}  # (file, line) -> the installed assert statement, each file parsed once
     for path in sorted((SITE / "megatron").rglob("*.py")):
         rel = path.relative_to(SITE).as_posix()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Assert) and node.msg is None:
-                seen.add((rel, node.lineno))
+            if isinstance(node, ast.Assert):
+                asserts[(rel, node.lineno)] = node
+    seen = {k for k, node in asserts.items() if node.msg is None}
     missing = seen - set(indexed)
     assert len(seen) > 500 and not missing, sorted(missing)[:10]
     for (rel, line), s in indexed.items():
-        tree = ast.parse((SITE / rel).read_text(encoding="utf-8"))
-        node = next(n for n in ast.walk(tree) if isinstance(n, ast.Assert) and n.lineno == line)
-        assert ast.unparse(node.test) == s["test"]
+        assert ast.unparse(asserts[(rel, line)].test) == s["test"]
         assert (rel, line) not in texts, (rel, line)  # its message, if any, gave the index no text
 
 
