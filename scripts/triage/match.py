@@ -72,6 +72,7 @@ def _filler(tok: str) -> bool:
     return tok in _FILLER or any(c.isdigit() for c in tok)  # a value ("2d", "16") is not a word
 
 
+@functools.lru_cache(maxsize=8192)  # one pasted line is compared with every entry's messages: read it once
 def _truths(text: str) -> dict[str, list[bool]]:
     """For each word, whether the text states it (True) or its absence (False), per occurrence.
 
