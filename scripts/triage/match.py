@@ -200,9 +200,10 @@ def _untagged(text: str, line: str) -> str:
     if m is None or m.start() == 0 or line[m.start() - 1].isalnum():
         return line
     # The tag ends where the exception type begins ("dsv3:torch.distributed.DistBackendError: ...").
-    exc = _EXC_BEFORE.search(line[: m.start()])
-    if (exc.start() if exc else m.start()) > TAG_MAX:
-        return line
+    if m.start() > TAG_MAX:
+        exc = _EXC_BEFORE.search(line[: m.start()])
+        if exc is None or exc.start() > TAG_MAX:
+            return line
     return line[m.start():]
 
 

@@ -101,7 +101,7 @@ def _megatron_constructor_param(callee: str, param: str, release: str) -> dict |
             added[key] = _when(ev)
     if not added:
         return None  # your release's classes do not take it, or always did: not a Megatron change
-    first = min(added.values(), key=RELEASES.index if all(v in RELEASES for v in added.values()) else str)
+    first = min(added.values(), key=lambda v: tuple(map(int, v.split("."))))
     names = sorted(k.split(":", 1)[1] for k, v in added.items() if v == first)
     key = next(k for k, v in sorted(added.items()) if v == first)
     shown = ", ".join(names[:MAX_CLASSES]) + (f" and {len(names) - MAX_CLASSES} more" if len(names) > MAX_CLASSES else "")

@@ -13,6 +13,7 @@ user's release first, else the newest release that prints it (with a note).
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 
@@ -124,7 +125,7 @@ def explain_bare(event, release: str | None) -> dict | None:
     here = [s for s in ri.load(rel).bare_asserts()
             if (path == s["file"] or path.endswith("/" + s["file"])) and s["function"].rsplit(".", 1)[-1] == fn]
     exact = [s for s in here if s["line"] == lineno]
-    test = _assert_test(getattr(event, "code", ""))
+    test = _assert_test(event.code)
     by_code = [s for s in here if test and s.get("test") == test]
     site = (exact or by_code or (here if len(here) == 1 else [None]))[0]
     if site is None:
@@ -145,8 +146,6 @@ def explain_bare(event, release: str | None) -> dict | None:
 def _assert_test(code: str) -> str:
     """The test of ``assert <test>, <msg>`` as ast.unparse writes it, from the code line a traceback
     prints under a frame (the message may go on over lines the traceback does not show)."""
-    import ast
-
     if not code.startswith("assert "):
         return ""
     body = code[len("assert "):].rstrip()
