@@ -31,6 +31,8 @@ py=$(find_python312) || {
 }
 echo "ensure-env: building $venv with $py" >&2
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
+# --no-cache-dir: the CUDA build of torch is several GB; a cached copy beside the installed one
+# doubles what a fresh machine needs on disk (a CI run once failed with "No space left on device").
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir --upgrade pip
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir -r "$req"
 echo "$want" >"$stamp"
