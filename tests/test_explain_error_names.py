@@ -50,6 +50,10 @@ PROBES = {
     "spec_module_new_kwarg": (
         "class ErnieMultiTypeMoE:\n    def __init__(self, config, pg_collection=None, name=None): pass\n"
         "ErnieMultiTypeMoE(config=None, pg_collection=None, is_mtp_layer=False, name=None)"),
+    # Megatron-LM#4669: the keyword 0.19.2's finalize_model_grads passes to every model chunk's
+    # finish_grad_sync, given to the base class's own finish_grad_sync(self).
+    "sibling_method_kwarg": ("from megatron.core.distributed.data_parallel_base import _BaseDataParallel; "
+                             "_BaseDataParallel.finish_grad_sync(object(), force_all_reduce=True)"),
 }
 CHILD = """
 import json, sys, traceback
@@ -230,3 +234,25 @@ def test_a_plain_word_keyword_needs_build_module_to_be_megatrons():
     built = "TypeError: Foo.__init__() got an unexpected keyword argument 'name' when instantiating Foo\n"
     n = triage.match_log(built)["names"][0]
     assert "added in 0.18.0" in n["answer"] and not n["callee_is_megatron"]
+
+
+def test_a_keyword_megatron_passes_to_a_method_of_another_class(raised_0192):
+    text = raised_0192["sibling_method_kwarg"]
+    assert text == ("TypeError: _BaseDataParallel.finish_grad_sync() got an unexpected keyword argument "
+                    "'force_all_reduce'"), text
+    # What the answer rests on: 0.19.2 calls every model chunk's finish_grad_sync with the keyword.
+    import sysconfig
+
+    src = Path(sysconfig.get_paths()["purelib"]) / "megatron" / "core" / "distributed" / "finalize_model_grads.py"
+    assert "model_chunk.finish_grad_sync(force_all_reduce=force_all_reduce)" in src.read_text(encoding="utf-8")
+    n = _name(text, "0.19.2")
+    h = _history("DistributedDataParallel.finish_grad_sync")
+    assert n["key"] == h["name"] and not n["callee_is_megatron"] and n["parameter"] == "force_all_reduce"
+    added = [e for e in h["events"] if "added force_all_reduce" in (e["detail"] or "")][0]
+    assert f"(from {added.get('since') or added['version']})" in n["answer"]
+    assert "DistributedDataParallel.finish_grad_sync" in n["answer"] and "your release" not in n["answer"]
+    # Before any Megatron finish_grad_sync took it, nothing Megatron passes explains it.
+    assert triage.match_log(text + "\n", megatron_version="0.15")["names"] == []
+    # A plain method name (forward) is any module's: no answer, though Megatron's forwards take the keyword.
+    plain = "TypeError: Foo.forward() got an unexpected keyword argument 'packed_seq_params'\n"
+    assert triage.match_log(plain)["names"] == []

@@ -269,3 +269,13 @@ def test_build_modules_suffix_alone_is_not_a_bare_assert(pasted):
     for bare in ("AssertionError:  when instantiating TransformerLayer",
                  "AssertionError:  when instantiating MoELayer when instantiating TransformerLayer"):
         assert triage.match_log(bare + "\n")["matches"][0]["id"] == "MOE-03"
+
+
+def test_a_quote_with_backticks_inside_is_read_from_its_double_backtick_span():
+    # NeMo-RL#1565 as pasted: uv's own lower-case "error:", a backticked name inside the message.
+    pasted = ("error: Distribution `nvidia-resiliency-ext==0.5.0` can't be installed because it doesn't have a "
+              "source distribution or wheel for the current platform\n"
+              "hint: You're on Linux (manylinux_2_35_x86_64), but the package only has wheels for manylinux_2_39\n")
+    first = triage.match_log(pasted)["matches"][0]
+    assert (first["id"], first["how"]) == ("INST-02", "prose"), first
+    assert any(q.startswith("error: Distribution `nvidia-resiliency-ext==") for q in match.prose(next(r for r in catalogue.entries() if r["id"] == "INST-02")))

@@ -326,7 +326,10 @@ def _one_message(msg: dict, line: str, following: tuple, event_words: set):
 
 
 _QUOTE = re.compile(r"`([^`]+)`")
-_QUOTED_MESSAGE = re.compile(r"^(?:(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)|WARNING|ERROR):\s*\S")
+# A Markdown code span: ``a quote with `backticks` inside`` or `a plain one`.
+_CODE_SPAN = re.compile(r"``\s?(.+?)\s?``|`([^`]+)`")
+# uv and pip print their own lower-case "error:" (uv: ``error: Distribution `x==1` can't be installed``).
+_QUOTED_MESSAGE = re.compile(r"^(?:(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)|WARNING|ERROR|error):\s*\S")
 
 
 def prose(rec: dict) -> tuple[str, ...]:
@@ -336,7 +339,8 @@ def prose(rec: dict) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def _prose(_eid: str, texts: tuple) -> tuple[str, ...]:
-    return tuple(q for t in texts for q in _QUOTE.findall(t) if _QUOTED_MESSAGE.match(q))
+    spans = (a or b for t in texts for a, b in _CODE_SPAN.findall(t))
+    return tuple(q for q in spans if _QUOTED_MESSAGE.match(q))
 
 
 def excluded(rec: dict, line: str) -> bool:

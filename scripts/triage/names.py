@@ -114,6 +114,52 @@ def _megatron_constructor_param(callee: str, param: str, release: str) -> dict |
                        f"accept {param} (or **kwargs) in {callee}, or use a release before {first}")}
 
 
+def _sibling_method_param(callee: str, param: str, release: str) -> dict | None:
+    """``Cls.method() got an unexpected keyword argument 'p'`` for a class the index does not hold
+    (private, or another project's) whose method has the name of Megatron methods that take ``p``:
+    Megatron calls that method on whatever object it holds (a model chunk, a DDP wrapper) and
+    passes ``p`` since the release that added it, so an implementation without ``p`` fails there
+    (Megatron-LM#4669: ``_BaseDataParallel.finish_grad_sync()`` and ``force_all_reduce``, which
+    ``DistributedDataParallel.finish_grad_sync`` took from 0.16.1)."""
+    cls, _, method = callee.rpartition(".")
+    if not cls or method.startswith("_") or "_" not in method:
+        return None  # a bare function, a private or dunder method, or a plain word (forward): too common
+    rel = ri.load(release)
+    takes, lacks = [], []
+    for key in ri.find(method):
+        if not key.startswith("megatron") or not key.endswith(f".{method}"):
+            continue
+        sig = rel.signature(key)
+        if sig is None:
+            continue
+        if any(p["name"] == param for p in sig["params"]):
+            takes.append(key)
+        else:
+            lacks.append(key)
+    if not takes:
+        return None
+    key = takes[0]
+    short = [k.split(":", 1)[1] for k in takes]
+    # The first indexed release in which any of them takes it.
+    first = next(v for v in RELEASES if any(param in _params_by_release(k).get(v, {}) for k in takes))
+    ev = next((e for k in takes for e in ri.events(k) if e["version"] == first
+               and e["change"] in ("signature_changed", "added") and param in (e["detail"] or param)), None)
+    first = _when(ev) if ev is not None else first  # the patch release, where the index compared it
+    when = f" (from {first})" if first != RELEASES[0] else f" (since {RELEASES[0]} at least)"
+    text = (f"{callee}() is not in the release index (a private or another project's class), but "
+            f"Megatron's {', '.join(short[:MAX_CLASSES])} take{'s' if len(short) == 1 else ''} {param!r} in "
+            f"{release}{when}: code written for these calls {method}({param}=...) on the object it holds "
+            f"(a model chunk, a wrapper), which an implementation without {param} rejects")
+    if lacks:
+        text += (f"; {', '.join(k.split(':', 1)[1] for k in lacks[:MAX_CLASSES])} "
+                 f"{'does' if len(lacks) == 1 else 'do'} not take it in {release}")
+    text += f"; accept {param} (or **kwargs) in {callee}, or use a release whose callers do not pass it"
+    events = [e for e in ri.events(key) if e["change"] == "signature_changed" and param in (e["detail"] or "")]
+    return {"key": key, "kind": ri.catalog()[key]["kind"], "parameter": param, "releases": list(ri.releases_of(key)),
+            "in_your_release": True, "callee_is_megatron": False, "events": events[:MAX_EVENTS],
+            "successor": None, "answer": text}
+
+
 def _spans(versions) -> str:
     return _release_spans(versions) if versions else "no indexed release"
 
@@ -240,6 +286,8 @@ def explain(line: str, release: str | None, following: tuple = ()) -> dict | Non
                     built = any("when instantiating" in x for x in (line, *following))
                     if out is None and ("_" in params[0] or built):
                         out = _megatron_constructor_param(g["callee"], params[0], rel)
+                    if out is None:
+                        out = _sibling_method_param(g["callee"], params[0], rel)
             if out is None:
                 return None
             query = f"{g['callee']}({params[0]}=...)"
