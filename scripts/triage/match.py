@@ -38,7 +38,21 @@ import re
 
 from . import catalogue
 from .logscan import BUILD_SUFFIX
-from .source import message_part
+from .source import message_part as _message_part
+
+# A pasted line is scored against every entry: what is read off the line alone is computed once
+# per line, not once per entry (the same pure functions, cached).
+message_part = functools.lru_cache(maxsize=1 << 14)(_message_part)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _lower_part(line: str) -> str:
+    return message_part(line).lower()
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _line_words(line: str) -> frozenset:
+    return frozenset(catalogue.words(line))
 
 THRESHOLD = 0.5
 GENERIC_WORDS = 2  # a template with fewer distinctive words than this is a bare message
@@ -168,11 +182,24 @@ def _start_parts(text: str) -> int:
     return literal[1] if len(literal) == 2 else 0
 
 
+@functools.lru_cache(maxsize=8192)
+def _first_literal(text: str) -> str:
+    return next((p for p in _loose_parts(text) if p and p is not NUMBER), "")
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _lower(line: str) -> str:
+    return line.lower()
+
+
 def _same_start(text: str, line: str) -> bool:
     """The line starts as the message does, up to its second literal word (values in between as
     the message has them): a truncated paste may share few of its words."""
     k = _start_parts(text)
-    return bool(k) and _prefix_rx(text, k).match(message_part(line).lower()) is not None
+    # The prefix's literal words are matched as they are: without the first one, no match (cheap).
+    if not k or _first_literal(text) not in _lower(line):
+        return False
+    return _prefix_rx(text, k).match(_lower_part(line)) is not None
 
 
 def _enough(kept: int, fixed: int) -> bool:
@@ -194,7 +221,7 @@ def _untagged(text: str, line: str) -> str:
     """The line from where the message starts, when a short title tag comes first ("[Bug] RuntimeError:
     ...", "dsv3:No dot product ...", "[Blackwell B200] No ..."); else the line as it is."""
     k = _start_parts(text)
-    if not k or _same_start(text, line):
+    if not k or _first_literal(text) not in _lower(line) or _same_start(text, line):
         return line
     m = _prefix_rx(text, k).search(line[:TAG_MAX + 200].lower())
     if m is None or m.start() == 0 or line[m.start() - 1].isalnum():
@@ -334,7 +361,8 @@ _QUOTED_MESSAGE = re.compile(r"^(?:(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Wa
 
 def prose(rec: dict) -> tuple[str, ...]:
     """Messages the entry quotes in its fields (``Core users get``, ``Versions``): `Error: ...` spans."""
-    return _prose(rec["id"], tuple(rec["fields"].get(k, "") for k in ("Core users get", "Versions", "Text history")))
+    f = rec["fields"]
+    return _prose(rec["id"], (f.get("Core users get", ""), f.get("Versions", ""), f.get("Text history", "")))
 
 
 @functools.lru_cache(maxsize=None)
@@ -358,7 +386,7 @@ def _not_when(_eid: str, text: str) -> tuple[str, ...]:
 def score_message(rec: dict, event) -> dict | None:
     if excluded(rec, event.line):
         return None
-    event_words = catalogue.words(event.line)
+    event_words = _line_words(event.line)
     text = _text_match(rec, event.line, event.following, event_words)
     frame, where = _frame_score(rec, event.frames)
     if text is None:
