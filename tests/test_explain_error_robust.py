@@ -279,3 +279,15 @@ def test_a_quote_with_backticks_inside_is_read_from_its_double_backtick_span():
     first = triage.match_log(pasted)["matches"][0]
     assert (first["id"], first["how"]) == ("INST-02", "prose"), first
     assert any(q.startswith("error: Distribution `nvidia-resiliency-ext==") for q in match.prose(next(r for r in catalogue.entries() if r["id"] == "INST-02")))
+
+
+def test_a_reporters_sentence_naming_settings_is_not_the_message_about_them():
+    # verl#5251 as written: the settings CFG-04's message names, set as that message asks. Word
+    # overlap alone is not a match for a line that does not read as a failure.
+    pasted = ("Unreleased GPU memory occurs during RL or SFT training of MoE models (e.g., Qwen3-30B-A3B/"
+              "Qwen3-VL-30B-A3B) using image verlai/verl:vllm012.dev3 with checkpoint enabled "
+              "(recompute_method=uniform, recompute_granularity=full, recompute_num_layers=1). Key observations:\n")
+    assert triage.match_log(pasted)["matches"] == []
+    # The same words in a failure line still find the entry by overlap.
+    failing = "ValueError: with recompute_granularity full the recompute_method must be block or uniform\n"
+    assert [(m["id"], m["how"]) for m in triage.match_log(failing)["matches"]][:1] == [("CFG-04", "words")]

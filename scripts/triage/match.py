@@ -278,6 +278,19 @@ def _frame_score(rec: dict, frames: tuple) -> tuple[float, dict | None]:
     return best, where
 
 
+# A line that only shares words with a message must at least read as a failure: a reporter's
+# sentence naming the same settings ("with recompute_method=uniform, recompute_granularity=full")
+# is not Megatron's message about them (verl#5251 against CFG-04).
+_FAILURE_WORD = re.compile(
+    r"error|warn|exception|assert|fail|fatal|abort|invalid|\bmust\b|cannot|can't|unable|could not|not supported"
+    r"|unsupported|expected|mismatch|missing|required|no attribute|no module|not found|not initiali[sz]ed"
+    r"|time[sd]? ?out|illegal|\bnan\b|overflow|out of memory|too (?:many|few|large|small)", re.I)
+
+
+def _error_like(line: str) -> bool:
+    return bool(_exc_type(line)) or _FAILURE_WORD.search(line) is not None
+
+
 def _exc_type(text: str) -> str:
     head = text.split(":", 1)[0].strip()
     return head.rsplit(".", 1)[-1] if head.replace(".", "").replace("_", "").isalnum() else ""
@@ -345,7 +358,7 @@ def _one_message(msg: dict, line: str, following: tuple, event_words: set):
     hit = _loose_match(msg["text"], line)
     if hit is not None:
         return hit[0], hit[1], {}, msg
-    if len(shared) < 3 or share < 0.6:
+    if len(shared) < 3 or share < 0.6 or not _error_like(line):
         return None
     if _exc_type(line) and _exc_type(msg["text"]) and _exc_type(line) != _exc_type(msg["text"]):
         share *= 0.8
