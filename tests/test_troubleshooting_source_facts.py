@@ -588,3 +588,79 @@ def test_inst02_only_the_dev_extra_and_core_imports_without_it():
     assert reqs == ['nvidia-resiliency-ext==0.6.0; extra == "dev"'], reqs
     assert importlib.util.find_spec("nvidia_resiliency_ext") is None
     import megatron.core.dist_checkpointing.strategies.torch  # noqa: F401 - imports without it
+
+
+# --------------------------------------------------------------------------- RT-11
+
+MTP = "megatron/core/transformer/multi_token_prediction.py"
+MTP_POSITIONAL = "*args, *kwargs.values()"
+# The call of 0.14-0.17's MultiTokenPredictionLayer.forward, in its order (packed_seq_params is 10th from 0).
+MTP_CALL_KWARGS = ("hidden_states", "decoder_input", "attention_mask", "context", "context_mask", "rotary_pos_emb",
+                   "rotary_pos_cos", "rotary_pos_sin", "attention_bias", "inference_params", "packed_seq_params",
+                   "sequence_len_offset")
+# Runs MultiTokenPredictionLayer._checkpointed_forward of the release installed in the child, on CPU:
+# the CUDA RNG copy is stubbed, everything else is Megatron's own code.
+MTP_CHILD = """
+import inspect, types, torch
+from megatron.core.tensor_parallel import random as tr
+from megatron.core.transformer.multi_token_prediction import MultiTokenPredictionLayer
+from megatron.core.packed_seq_params import PackedSeqParams
+tr._get_all_rng_states = lambda: None
+tr._get_cuda_rng_state = lambda *a, **k: None
+tr.get_cuda_rng_tracker = lambda *a, **k: types.SimpleNamespace(get_states=lambda: {})
+cfg = types.SimpleNamespace(fp8=None, fp4=None, recompute_method="uniform", recompute_num_layers=1,
+                            distribute_saved_activations=False)
+layer = types.SimpleNamespace(config=cfg, _proj_and_transformer_layer=lambda **kw: kw["hidden_states"] * 2)
+x = torch.ones(2, 1, 4, requires_grad=True)
+kw = {k: None for k in %r}
+kw.update(hidden_states=x, decoder_input=x, packed_seq_params=PackedSeqParams())
+f = MultiTokenPredictionLayer._checkpointed_forward
+try:
+    if "forward_func" in inspect.signature(f).parameters:  # 0.14-0.17
+        f(layer, lambda *a: a[0] * 2, **kw)
+    else:
+        f(layer, **kw)
+    print("no error")
+except TypeError as e:
+    print(type(e).__name__ + ": " + str(e))
+"""
+
+
+@pytest.mark.parametrize("ref,positional", [("core_v0.13.1", None), ("core_v0.14.0", True), ("core_v0.15.3", True),
+                                            ("core_v0.16.1", True), ("core_v0.17.1", True), ("core_v0.18.0", False),
+                                            (INSTALLED, False)])
+def test_rt11_mtp_recompute_passes_keyword_values_positionally(ref, positional):
+    src = _source(ref, MTP)
+    if positional is None:  # no MTP recompute path yet
+        assert "_checkpointed_forward" not in src
+        return
+    assert (MTP_POSITIONAL in src) == positional
+    call = src[src.index("hidden_states = self._checkpointed_forward("):]
+    assert "packed_seq_params=packed_seq_params" in call[:800]
+    assert "ctx.save_for_backward(*args)" in _source(ref, "megatron/core/tensor_parallel/random.py")
+    if positional:
+        assert "recompute_num_layers must be 1 for MTP recompute" in src and "is not supported for MTP yet" in src
+
+
+def _mtp_child(python) -> str:
+    import subprocess
+
+    r = subprocess.run([str(python), "-c", MTP_CHILD % (MTP_CALL_KWARGS,)], capture_output=True, text=True,
+                       timeout=300, cwd="/")
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout.strip().splitlines()[-1]
+
+
+def test_rt11_message_is_megatrons_mtp_path_on_0161_and_gone_in_0192():
+    import old_envs
+
+    body = _flat(BY_ID["RT-11"].body)
+    assert _mtp_child(sys.executable) == "no error"
+    assert "the same call runs without error on the installed 0.19.2" in body
+    python, why = old_envs.python_or_reason("0.16.1")
+    if python is None:
+        pytest.skip(why)
+    got = _mtp_child(python)
+    want = BY_ID["RT-11"].message_fences[0][1].strip().replace("<n>", str(MTP_CALL_KWARGS.index("packed_seq_params")))
+    assert got == want, got
+    assert "10 with the call of 0.14-0.17" in body
