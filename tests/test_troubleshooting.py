@@ -501,7 +501,7 @@ def test_hang_and_symptom_entries_are_indexed_by_symptom_words():
     """Entries with Symptoms carry at least one of the words users search for."""
     words = {"hang", "stuck", "deadlock", "diverge", "nan", "timeout", "silently", "fewer layers", "install",
              "out of memory", "missing keys", "undefined symbol", "nccl error", "load checkpoint", "split sizes",
-             "recompute"}
+             "recompute", "exit"}
     lacking = [
         e.id for e in ENTRIES if e.bullet("Symptoms")
         and not words & {w.strip().lower() for w in e.bullet("Symptoms").split(",")}

@@ -664,3 +664,50 @@ def test_rt11_message_is_megatrons_mtp_path_on_0161_and_gone_in_0192():
     want = BY_ID["RT-11"].message_fences[0][1].strip().replace("<n>", str(MTP_CALL_KWARGS.index("packed_seq_params")))
     assert got == want, got
     assert "10 with the call of 0.14-0.17" in body
+
+
+# --------------------------------------------------------------------------- CKPT-06
+
+ASYNC = "megatron/core/dist_checkpointing/strategies/async_utils.py"
+PAC_CHILD = ("from megatron.core.dist_checkpointing.strategies.async_utils import PersistentAsyncCaller\n"
+             "c = PersistentAsyncCaller()\ndel c\nprint('after del')\n")
+
+
+@pytest.mark.parametrize("ref,eager", [("core_v0.12.3", True), ("core_v0.14.0", True), ("core_v0.16.1", True),
+                                       ("core_v0.17.0", False), ("core_v0.19.0", False), (INSTALLED, False)])
+def test_ckpt06_close_logs_the_rank_eagerly(ref, eager):
+    src = _source(ref, ASYNC)
+    close = src[src.index("class PersistentAsyncCaller"):]
+    close = close[close.index("    def close("):]
+    close = close[: close.index("    def __del__")]
+    assert ('f"PersistentAsyncCaller: {torch.distributed.get_rank()}, Destroying Async Caller"' in close) == eager
+    if not eager:
+        assert "{safe_get_rank()}, Destroying Async Caller" in close
+
+
+def _del_without_group(python) -> tuple[str, str]:
+    import subprocess
+
+    r = subprocess.run([str(python), "-c", PAC_CHILD], capture_output=True, text=True, timeout=300, cwd="/")
+    assert r.returncode == 0 and "after del" in r.stdout, r.stderr[-2000:]
+    return r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("release", ["0.13.1", "0.16.1"])
+def test_ckpt06_old_release_prints_the_ignored_exception(release):
+    import old_envs
+
+    python, why = old_envs.python_or_reason(release)
+    if python is None:
+        pytest.skip(why)
+    _, err = _del_without_group(python)
+    head = BY_ID["CKPT-06"].message_fences[0][1].strip().split("<address>")[0]
+    assert head + "0x" in err, err[-1500:]
+    assert err.rstrip().endswith("ValueError: Default process group has not been initialized, please make sure "
+                                 "to call init_process_group."), err[-500:]
+    assert f"megatron-core 0.13.1 and 0.16.1" in _flat(BY_ID["CKPT-06"].body)
+
+
+def test_ckpt06_installed_release_closes_without_a_group():
+    _, err = _del_without_group(sys.executable)
+    assert "Exception ignored" not in err and "Default process group" not in err, err[-1500:]
