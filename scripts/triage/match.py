@@ -375,7 +375,8 @@ _QUOTED_MESSAGE = re.compile(r"^(?:(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Wa
 def prose(rec: dict) -> tuple[str, ...]:
     """Messages the entry quotes in its fields (``Core users get``, ``Versions``): `Error: ...` spans."""
     f = rec["fields"]
-    return _prose(rec["id"], (f.get("Core users get", ""), f.get("Versions", ""), f.get("Text history", "")))
+    texts = (f.get("Core users get", ""), f.get("Versions", ""), f.get("Text history", ""))
+    return _prose(rec["id"], texts) if any(texts) else ()
 
 
 @functools.lru_cache(maxsize=None)
@@ -387,8 +388,11 @@ def _prose(_eid: str, texts: tuple) -> tuple[str, ...]:
 def excluded(rec: dict, line: str) -> bool:
     """The line carries a text the entry's **Not when** bullet names: another cause sharing its words
     (NCCL's ``invalid usage`` against the entry for ``unhandled system error``)."""
-    low = line.lower()
-    return any(t.lower() in low for t in _not_when(rec["id"], rec["fields"].get("Not when", "")))
+    not_when = rec["fields"].get("Not when")
+    if not not_when:  # most entries: nothing to exclude
+        return False
+    low = _lower(line)
+    return any(t.lower() in low for t in _not_when(rec["id"], not_when))
 
 
 @functools.lru_cache(maxsize=None)
