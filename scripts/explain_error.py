@@ -13,8 +13,9 @@ anchor), not the whole file. Under the catalogue is Megatron's own source: any m
 Megatron Core or Megatron-LM 0.12.3 ... 0.19.2 raises, asserts, warns or logs is placed at its
 raise site in your release (file, function, line), with the condition that prints it, the
 config fields and flags it reads and the releases that print it. An ImportError,
-AttributeError or TypeError about a megatron.* name, config field or parameter is answered from
-the release index as api_history.py does (added, removed, renamed or moved in which release).
+AttributeError or TypeError about a megatron.* name, config field or parameter, and argparse's
+"unrecognized arguments" for a Megatron-LM flag, are answered from the release index as
+api_history.py does (added, removed, renamed or moved in which release).
 A catalogue entry always comes before a bare raise site.
 
 Exit status: 0 at least one problem matched (a catalogue entry, a raise site or a name's

@@ -256,3 +256,31 @@ def test_a_keyword_megatron_passes_to_a_method_of_another_class(raised_0192):
     # A plain method name (forward) is any module's: no answer, though Megatron's forwards take the keyword.
     plain = "TypeError: Foo.forward() got an unexpected keyword argument 'packed_seq_params'\n"
     assert triage.match_log(plain)["names"] == []
+
+
+def _parse_args_error(argv: list[str]) -> str:
+    """What Megatron-LM's own parse_args (the installed wheel's megatron/training) prints last."""
+    code = ("import sys; sys.argv = %r\n"
+            "from megatron.training.arguments import parse_args\nparse_args()\n") % (["pretrain_gpt.py", *argv],)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd="/",
+                       env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    assert r.returncode == 2, r.stderr[-1500:]
+    return r.stderr.strip().splitlines()[-1]
+
+
+def test_a_flag_a_later_release_renamed_is_answered_with_its_history():
+    line = _parse_args_error(["--use-custom-fsdp", "--tensor-model-parallel-size", "2"])
+    assert line == "pretrain_gpt.py: error: unrecognized arguments: --use-custom-fsdp", line
+    n = _name(line, "0.19.2")
+    h = _history("--use-custom-fsdp")
+    assert n["key"] == h["name"] == "--use-custom-fsdp" and n["releases"] == h["releases"]
+    renamed = [e for e in h["events"] if e["change"] == "renamed"][0]
+    assert f"renamed in {renamed['since'] or renamed['version']} -> {renamed['successor']}" in n["answer"]
+    assert not n["in_your_release"]
+
+
+def test_a_flag_your_release_defines_points_at_the_parser_not_the_release():
+    n = _name("train.py: error: unrecognized arguments: --foo 1 --tensor-model-parallel-size 2", "0.19.2")
+    assert n["key"] == "--tensor-model-parallel-size" and "is not Megatron-LM's parse_args" in n["answer"]
+    # No Megatron-LM flag among them: nothing to say.
+    assert triage.match_log("train.py: error: unrecognized arguments: --foo 1\n")["names"] == []

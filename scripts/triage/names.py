@@ -3,7 +3,8 @@
 ``ImportError`` / ``ModuleNotFoundError`` on a ``megatron.*`` module or name, ``AttributeError``
 ("has no attribute") on a Megatron module or class, ``TypeError`` ("unexpected keyword
 argument", "missing ... required ... argument", "takes N positional arguments but M were
-given") on a Megatron callable, config field or parameter: in which indexed releases the name (or parameter) exists, what changed for it and
+given") on a Megatron callable, config field or parameter, argparse's ``unrecognized arguments``
+naming a Megatron-LM flag: in which indexed releases the name (or parameter) exists, what changed for it and
 when (added, removed, renamed, moved, with the successor), and whether the user's release has
 it. The data and the name lookup are ``scripts/release_index`` (find, events, releases_of), the
 same functions ``scripts/api_history.py`` answers from.
@@ -31,6 +32,8 @@ PATTERNS = (
                 r"(?P<params>.+)$"), "missing"),
     (re.compile(r"(?P<callee>[\w.]+)\(\) takes (?:from \d+ to )?\d+ positional arguments? but \d+ (?:were|was) given"),
      "positional"),
+    # argparse, as Megatron-LM's parse_args reports a flag it does not define.
+    (re.compile(r"error: unrecognized arguments: (?P<flags>.+)$"), "flag"),
 )
 MAX_EVENTS = 12
 
@@ -160,6 +163,30 @@ def _sibling_method_param(callee: str, param: str, release: str) -> dict | None:
             "successor": None, "answer": text}
 
 
+def _flags(text: str, release: str) -> dict | None:
+    """``error: unrecognized arguments: --a 1 --b``: the first flag that Megatron-LM defined in an
+    indexed release (a script written for another release), with its history; None when none is
+    Megatron's. A flag your release has is not unknown to Megatron-LM's parser: the script that
+    failed parsed it with another parser (or took it out of ``extra_args_provider``'s reach)."""
+    flags = [t for t in text.split() if t.startswith("--") and len(t) > 2]
+    known = [(f, ri.find(f.split("=", 1)[0])) for f in flags]
+    known = [(f, keys[0]) for f, keys in known if keys and ri.catalog()[keys[0]]["kind"] == "flag"]
+    if not known:
+        return None
+    gone = [(f, k) for f, k in known if release not in ri.releases_of(k)]
+    flag, key = (gone or known)[0]
+    out = _about(key, release)
+    if not gone:
+        out["answer"] += (f"; {release} defines it, so the parser that rejected it is not Megatron-LM's "
+                          "parse_args of that release: check which script and which megatron package ran")
+        out["in_your_release"] = False  # not the "check the installed release" hint: that is not the cause
+    others = [f for f, _ in known if f != flag]
+    if others:
+        out["answer"] += f"; also Megatron-LM flags: {', '.join(others[:MAX_EVENTS])}"
+    out["query"] = flag
+    return out
+
+
 def _spans(versions) -> str:
     return _release_spans(versions) if versions else "no indexed release"
 
@@ -260,6 +287,11 @@ def explain(line: str, release: str | None, following: tuple = ()) -> dict | Non
                         "answer": f"{cls[0]} has no public method or field {g['name']!r} in any indexed release"}
             out = _about(keys[0], rel)
             query = f"{g['cls']}.{g['name']}"
+        elif what == "flag":
+            out = _flags(g["flags"], rel)
+            if out is None:
+                return None
+            query = out.pop("query")
         elif what == "positional":  # the positional parameters changed: the signature's history
             key = _callable_key(g["callee"])
             if key is None:
