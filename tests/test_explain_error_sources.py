@@ -254,3 +254,18 @@ def test_a_message_raised_through_a_local_name_is_placed():
     got = triage.match_log(tl.multi_rank_log(line), megatron_version="0.19.2")["sources"]
     assert [(g["file"], g["function"]) for g in got] == [
         ("megatron/core/dist_checkpointing/strategies/torch.py", "MCoreLoadPlanner._validate_global_shapes")]
+
+
+def test_a_short_message_with_details_appended_is_placed_by_its_frame():
+    # Megatron-LM#3569 as pasted (srun label, rank prefix): a build that appends the matched keys to
+    # 0.19.2's short "Parameter {} has {} matches in state dict". The frame is the raise site's.
+    head = ("14: [rank14]:   File \"/Megatron-LM/megatron/core/optimizer/distrib_optimizer.py\", line 2532, in "
+            "_build_model_param_to_state_dict_param_map\n14: [rank14]:     len(matched_keys) == 1\n")
+    line = ("14: [rank14]: AssertionError: Parameter decoder.layers.1.mlp.experts.linear_fc1.weight1 has 7 matches "
+            "in state dict: ['decoder.layers.1.mlp.experts.linear_fc1.weight10', "
+            "'decoder.layers.1.mlp.experts.linear_fc1.weight1', 'decoder.layers.1.mlp.experts.linear_fc1.weight11']\n")
+    src = triage.match_log(head + line, megatron_version="0.19.2")["sources"]
+    assert [(s["file"], s["function"]) for s in src][:1] == [
+        ("megatron/core/optimizer/distrib_optimizer.py", "DistributedOptimizer._build_model_param_to_state_dict_param_map")]
+    # Without the frame the short text inside a longer message is not claimed.
+    assert triage.match_log(line, megatron_version="0.19.2")["sources"] == []

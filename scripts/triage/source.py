@@ -98,8 +98,12 @@ def explain(event, release: str | None) -> dict | None:
         python_says = any(rx.search(msg) for rx in PYTHON_WORDINGS)
         for t, score, how in hits:
             if t.fixed < MIN_FIXED_ALONE and (t.fixed / max(len(msg), 1) < MIN_COVER or how != "template"
-                                              or not _is_the_whole_message(t.text, msg)):
-                continue  # a short text inside a longer sentence: a coincidence, not the message
+                                              or not _is_the_whole_message(t.text, msg)) \
+                    and not (how == "template" and _in_frames(t, event.frames)):
+                # A short text inside a longer sentence is a coincidence, not the message, unless the
+                # traceback runs through the template's own raise site (a release that appends
+                # details to it: "... matches in state dict: [keys]").
+                continue
             if python_says and t.fixed < MIN_FIXED_ALONE and not _in_frames(t, event.frames):
                 continue  # the interpreter's own wording, raised somewhere the traceback does not show
             return _block(t, score, how, exc, event.frames, rel, hits)
