@@ -282,5 +282,6 @@ def test_a_flag_a_later_release_renamed_is_answered_with_its_history():
 def test_a_flag_your_release_defines_points_at_the_parser_not_the_release():
     n = _name("train.py: error: unrecognized arguments: --foo 1 --tensor-model-parallel-size 2", "0.19.2")
     assert n["key"] == "--tensor-model-parallel-size" and "is not Megatron-LM's parse_args" in n["answer"]
+    assert n["in_your_release"] and "pip show megatron-core" not in n["answer"]
     # No Megatron-LM flag among them: nothing to say.
     assert triage.match_log("train.py: error: unrecognized arguments: --foo 1\n")["names"] == []

@@ -120,10 +120,11 @@ def _megatron_constructor_param(callee: str, param: str, release: str) -> dict |
 def _sibling_method_param(callee: str, param: str, release: str) -> dict | None:
     """``Cls.method() got an unexpected keyword argument 'p'`` for a class the index does not hold
     (private, or another project's) whose method has the name of Megatron methods that take ``p``:
-    Megatron calls that method on whatever object it holds (a model chunk, a DDP wrapper) and
-    passes ``p`` since the release that added it, so an implementation without ``p`` fails there
-    (Megatron-LM#4669: ``_BaseDataParallel.finish_grad_sync()`` and ``force_all_reduce``, which
-    ``DistributedDataParallel.finish_grad_sync`` took from 0.16.1)."""
+    code written for those methods calls it on whatever object it holds (a model chunk, a DDP
+    wrapper) and passes ``p``, which an implementation without ``p`` rejects (Megatron-LM#4669:
+    ``_BaseDataParallel.finish_grad_sync()`` and ``force_all_reduce``, which
+    ``DistributedDataParallel.finish_grad_sync`` takes from 0.16.0 and 0.19.2's
+    ``finalize_model_grads`` passes to every model chunk)."""
     cls, _, method = callee.rpartition(".")
     if not cls or method.startswith("_") or "_" not in method:
         return None  # a bare function, a private or dunder method, or a plain word (forward): too common
@@ -179,7 +180,6 @@ def _flags(text: str, release: str) -> dict | None:
     if not gone:
         out["answer"] += (f"; {release} defines it, so the parser that rejected it is not Megatron-LM's "
                           "parse_args of that release: check which script and which megatron package ran")
-        out["in_your_release"] = False  # not the "check the installed release" hint: that is not the cause
     others = [f for f, _ in known if f != flag]
     if others:
         out["answer"] += f"; also Megatron-LM flags: {', '.join(others[:MAX_EVENTS])}"
@@ -323,7 +323,8 @@ def explain(line: str, release: str | None, following: tuple = ()) -> dict | Non
             if out is None:
                 return None
             query = f"{g['callee']}({params[0]}=...)"
-        if out["in_your_release"] and what not in ("missing", "positional") and out.get("callee_is_megatron", True):
+        if out["in_your_release"] and what not in ("missing", "positional", "flag") \
+                and out.get("callee_is_megatron", True):
             out["answer"] += (f"; your release {rel} has it: check that the installed megatron-core is {rel} "
                               "(pip show megatron-core) and that the import path is the one above")
         out.update(query=query, what=what, release=rel,
