@@ -705,7 +705,7 @@ def test_ckpt06_old_release_prints_the_ignored_exception(release):
     assert head + "0x" in err, err[-1500:]
     assert err.rstrip().endswith("ValueError: Default process group has not been initialized, please make sure "
                                  "to call init_process_group."), err[-500:]
-    assert f"megatron-core 0.13.1 and 0.16.1" in _flat(BY_ID["CKPT-06"].body)
+    assert "megatron-core 0.13.1 and 0.16.1" in _flat(BY_ID["CKPT-06"].body)
 
 
 def test_ckpt06_installed_release_closes_without_a_group():

@@ -365,9 +365,12 @@ def _one_message(msg: dict, line: str, following: tuple, event_words: set):
     return round(0.9 * share, 3), "words", {}, msg
 
 
-_QUOTE = re.compile(r"`([^`]+)`")
 # A Markdown code span: ``a quote with `backticks` inside`` or `a plain one`.
 _CODE_SPAN = re.compile(r"``\s?(.+?)\s?``|`([^`]+)`")
+
+
+def _code_spans(text: str) -> list[str]:
+    return [a or b for a, b in _CODE_SPAN.findall(text)]
 # uv and pip print their own lower-case "error:" (uv: ``error: Distribution `x==1` can't be installed``).
 _QUOTED_MESSAGE = re.compile(r"^(?:(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Warning)|WARNING|ERROR|error):\s*\S")
 
@@ -381,8 +384,7 @@ def prose(rec: dict) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=None)
 def _prose(_eid: str, texts: tuple) -> tuple[str, ...]:
-    spans = (a or b for t in texts for a, b in _CODE_SPAN.findall(t))
-    return tuple(q for q in spans if _QUOTED_MESSAGE.match(q))
+    return tuple(q for t in texts for q in _code_spans(t) if _QUOTED_MESSAGE.match(q))
 
 
 def excluded(rec: dict, line: str) -> bool:
@@ -397,7 +399,7 @@ def excluded(rec: dict, line: str) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _not_when(_eid: str, text: str) -> tuple[str, ...]:
-    return tuple(_QUOTE.findall(text))
+    return tuple(_code_spans(text))
 
 
 def score_message(rec: dict, event) -> dict | None:

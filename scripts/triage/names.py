@@ -84,6 +84,22 @@ def _removed_config_field(callee: str, param: str, release: str) -> dict | None:
 MAX_CLASSES = 6
 
 
+def _param_added(key: str, param: str) -> str | None:
+    """The release in which callable ``key`` gained ``param`` (the patch release where the index
+    compared it), or None when it never gained it by a signature change (it always had it)."""
+    ev = next((e for e in ri.events(key) if e["change"] == "signature_changed"
+               and re.search(rf"\badded\b[^;]*\b{re.escape(param)}\b", e["detail"] or "")), None)
+    return _when(ev) if ev is not None else None
+
+
+def _vkey(v: str) -> tuple[int, ...]:
+    return tuple(map(int, v.split(".")))
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:MAX_CLASSES]) + (f" and {len(names) - MAX_CLASSES} more" if len(names) > MAX_CLASSES else "")
+
+
 def _megatron_constructor_param(callee: str, param: str, release: str) -> dict | None:
     """A keyword another project's class rejects that Megatron's own classes gained as a constructor
     parameter: a class a layer spec puts in place of Megatron's (a custom MoE or attention module,
@@ -98,16 +114,15 @@ def _megatron_constructor_param(callee: str, param: str, release: str) -> dict |
         sig = rel.signature(key)
         if sig is None or not any(p["name"] == param for p in sig["params"]):
             continue
-        ev = next((e for e in ri.events(key) if e["change"] == "signature_changed"
-                   and re.search(rf"\badded\b[^;]*\b{re.escape(param)}\b", e["detail"] or "")), None)
-        if ev is not None:
-            added[key] = _when(ev)
+        when = _param_added(key, param)
+        if when is not None:
+            added[key] = when
     if not added:
         return None  # your release's classes do not take it, or always did: not a Megatron change
-    first = min(added.values(), key=lambda v: tuple(map(int, v.split("."))))
+    first = min(added.values(), key=_vkey)
     names = sorted(k.split(":", 1)[1] for k, v in added.items() if v == first)
     key = next(k for k, v in sorted(added.items()) if v == first)
-    shown = ", ".join(names[:MAX_CLASSES]) + (f" and {len(names) - MAX_CLASSES} more" if len(names) > MAX_CLASSES else "")
+    shown = _listed(names)
     events = [e for e in ri.events(key) if e["change"] == "signature_changed" and param in (e["detail"] or "")]
     return {"key": key, "kind": "class", "parameter": param, "releases": list(ri.releases_of(key)),
             "in_your_release": True, "callee_is_megatron": False, "events": events[:MAX_EVENTS], "successor": None,
@@ -143,19 +158,14 @@ def _sibling_method_param(callee: str, param: str, release: str) -> dict | None:
     if not takes:
         return None
     key = takes[0]
-    short = [k.split(":", 1)[1] for k in takes]
-    # The first indexed release in which any of them takes it.
-    first = next(v for v in RELEASES if any(param in _params_by_release(k).get(v, {}) for k in takes))
-    ev = next((e for k in takes for e in ri.events(k) if e["version"] == first
-               and e["change"] in ("signature_changed", "added") and param in (e["detail"] or param)), None)
-    first = _when(ev) if ev is not None else first  # the patch release, where the index compared it
-    when = f" (from {first})" if first != RELEASES[0] else f" (since {RELEASES[0]} at least)"
+    added = [v for v in (_param_added(k, param) for k in takes) if v is not None]
+    when = f" (from {min(added, key=_vkey)})" if added else " (in every indexed release that has them)"
     text = (f"{callee}() is not in the release index (a private or another project's class), but "
-            f"Megatron's {', '.join(short[:MAX_CLASSES])} take{'s' if len(short) == 1 else ''} {param!r} in "
+            f"Megatron's {_listed([k.split(':', 1)[1] for k in takes])} take{'s' if len(takes) == 1 else ''} {param!r} in "
             f"{release}{when}: code written for these calls {method}({param}=...) on the object it holds "
             f"(a model chunk, a wrapper), which an implementation without {param} rejects")
     if lacks:
-        text += (f"; {', '.join(k.split(':', 1)[1] for k in lacks[:MAX_CLASSES])} "
+        text += (f"; {_listed([k.split(':', 1)[1] for k in lacks])} "
                  f"{'does' if len(lacks) == 1 else 'do'} not take it in {release}")
     text += f"; accept {param} (or **kwargs) in {callee}, or use a release whose callers do not pass it"
     events = [e for e in ri.events(key) if e["change"] == "signature_changed" and param in (e["detail"] or "")]
