@@ -2,8 +2,14 @@
 """Run one command for an answering agent and log what it cost (standard library only).
 
   python3 RUN/bin/logged.py LABEL --start          mark the start of the task (first call)
-  python3 RUN/bin/logged.py LABEL -- COMMAND ...   run COMMAND with bash, pass its output through,
-                                                   and append one JSON line to RUN/logs/LABEL.jsonl
+  python3 RUN/bin/logged.py LABEL -- COMMAND ...   run COMMAND, pass its output through, and append
+                                                   one JSON line to RUN/logs/LABEL.jsonl
+
+COMMAND is either one argument, a bash command line (``-- 'grep -n x f | head'``), or several
+arguments, the words of one command as the calling shell passed them (``-- grep -n "a b" f``):
+those are quoted again (shlex), so a quoted pattern or ``python3 -c 'print(1)'`` reaches the
+command as typed. (Until 2026-12-02 they were joined with spaces and re-read by bash, which split
+quoted arguments and made agents of both conditions retry or read far more than they asked for.)
 
 Each line (schema_version 1): {"label", "n", "command", "exit_code", "stdout_bytes", "stderr_bytes",
 "start", "end"} with times in seconds since the epoch. The benchmark's report counts tool calls,
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -42,7 +49,8 @@ def main(argv: list[str]) -> int:
         now = time.time()
         _append(label, {"command": "--start", "exit_code": 0, "stdout_bytes": 0, "stderr_bytes": 0, "start": now, "end": now})
         return 0
-    command = " ".join(argv[2:])
+    words = argv[2:]
+    command = words[0] if len(words) == 1 else shlex.join(words)
     if not command.strip():
         print("logged.py: empty command", file=sys.stderr)
         return 2

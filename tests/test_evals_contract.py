@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -566,3 +567,19 @@ def test_readme_counts_match_evals():
     negatives = re.search(r"^\| `sibling-\*`, `out-of-scope` \| (\d+) \|", text, re.M)
     assert negatives and int(negatives.group(1)) == n_neg
     assert set(rows) | run_evals.NEGATIVE_ROUTES == set(DOC["routes"])
+
+
+def test_logger_runs_the_words_it_was_given_as_typed(tmp_path):
+    # Several words: quoted again, so a pattern with a space or a `python3 -c` program reaches the
+    # command whole; one word: a bash command line (pipes inside the quotes work).
+    (tmp_path / "bin").mkdir()
+    logger = tmp_path / "bin" / "logged.py"
+    shutil.copy(REPO / "evals" / "logged.py", logger)
+    (tmp_path / "f.md").write_text("### TP-08 x\n### TP-09 y\nTP-08\n")
+    run = lambda *w: subprocess.run([sys.executable, str(logger), "t00000a", "--", *w], capture_output=True,
+                                    text=True, cwd=tmp_path)
+    assert run("grep", "-c", "^### TP-08", "f.md").stdout == "1\n"
+    assert run(sys.executable, "-c", "print(32//(4*4))").stdout == "2\n"
+    assert run("grep TP f.md | wc -l").stdout.strip() == "3"
+    logged = [json.loads(x)["command"] for x in (tmp_path / "logs" / "t00000a.jsonl").read_text().splitlines()]
+    assert logged[0] == "grep -c '^### TP-08' f.md" and logged[2] == "grep TP f.md | wc -l"
