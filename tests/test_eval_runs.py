@@ -1,4 +1,4 @@
-"""The archived field runs (evals/runs/2026-12-01-field-*) re-grade to the numbers BENCHMARK.md states.
+"""The archived field runs (evals/runs/2026-12-0[12]-field-*) re-grade to the numbers BENCHMARK.md states.
 
 Each archive holds what `run_evals.py report` needs (answers, logs, deterministic grades, the
 graders' rubric files, the label key); re-running `report` on a copy must give the committed
@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-RUNS = sorted(p for p in (REPO / "evals" / "runs").glob("2026-12-01-field-*") if p.is_dir())
+RUNS = sorted(p for p in (REPO / "evals" / "runs").glob("2026-12-0[12]-field-*") if p.is_dir())
 KEYS = ("eval_pass_rate", "expectation_pass_rate", "confident_wrong", "negative_controls_passed",
         "contaminated_answers", "answers")
 
 
 def test_the_field_runs_are_archived():
     assert {p.name for p in RUNS} >= {f"2026-12-01-field-{s}{x}" for s in "abc" for x in ("", "-after")}
+    assert "2026-12-02-field-a" in {p.name for p in RUNS}  # both conditions re-run, quoting logger
 
 
 @pytest.mark.parametrize("run", RUNS, ids=[p.name for p in RUNS])
