@@ -82,6 +82,10 @@ TRIGGERS = {
     "global-batch-divisible": " --global-batch-size 12",
     "distributed-optimizer-instances": " --use-distributed-optimizer "
                                        "--num-distributed-optimizer-instances 3",
+    "expert-distributed-optimizer-instances": MOE + " --tensor-model-parallel-size 2 "
+                                              "--expert-model-parallel-size 4 --sequence-parallel "
+                                              "--use-distributed-optimizer "
+                                              "--num-distributed-optimizer-instances 2",
     "interleaved-microbatch-group": " --pipeline-model-parallel-size 4 "
                                     "--num-virtual-stages-per-pipeline-rank 2 "
                                     "--global-batch-size 12",
@@ -204,8 +208,11 @@ def test_valid_base_layout_has_no_violation():
     assert rules.check(layout).valid
 
 
+# Megatron asserts this after building the process groups, where verify.megatron_verdict
+# stops; tests/test_layout_expert_distopt.py runs Megatron's own assertion instead.
+PAST_THE_VERDICT = {"expert-distributed-optimizer-instances"}
 ERRORS = [r for r in rules.RULES if r.kind == "error" and r.stricter is None
-          and r.id not in OLD_RELEASE]
+          and r.id not in OLD_RELEASE and r.id not in PAST_THE_VERDICT]
 
 
 @pytest.mark.slow

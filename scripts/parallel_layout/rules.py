@@ -634,6 +634,22 @@ def distopt_instances(c):
             f"{fmt_list(nearest(divisors(c.dp * c.cp), n))}")
 
 
+def expert_distopt_instances(c):
+    """initialize_model_parallel (0.13.1 on) asserts the same of the expert grid's DP; reported
+    only where it differs from DP*CP (ETP*EP != TP*CP), else the rule above already fires."""
+    n = c.L.num_distributed_optimizer_instances
+    g = c.etp * c.ep * c.pp
+    if n == 1 or c.dp is None or c.world % g or c.version < (0, 13):
+        return None  # an indivisible world: expert-grid-divisible reports it
+    edp = c.world // g
+    if edp % n == 0 or edp == c.dp * c.cp:
+        return None
+    etp1 = " or --expert-tensor-parallel-size 1" if c.etp > 1 else ""
+    return ("Expert data parallel size should be divisible by partial DistOpt shard factor",
+            f"use --num-distributed-optimizer-instances dividing expert DP={edp} "
+            f"(world // (ETP*EP*PP)): {fmt_list(nearest(divisors(edp), n))}{etp1}")
+
+
 # ---------------------------------------------------------------- batch
 
 def global_batch(c):
@@ -1420,6 +1436,8 @@ RULES = (
        moe_pattern_length, late="when the GPT layer specs are built", versions="0.12.3-0.19.2"),
     _r("interleaved-needs-pp", "error", ARGS, vpp_needs_pp, versions="0.12.3-0.19.2"),
     _r("distributed-optimizer-instances", "error", PS, distopt_instances, versions="0.12.3-0.19.2"),
+    _r("expert-distributed-optimizer-instances", "error", PS, expert_distopt_instances,
+       versions="0.13.1-0.19.2"),
     _r("global-batch-divisible", "error", ARGS + "; " + CALC, global_batch, versions="0.18.2-0.19.2"),
     _r("interleaved-microbatch-group", "error", SCHED, interleaved_group,
        late="at the first training step, by the interleaved schedule"),
