@@ -556,11 +556,17 @@ add(ev("field-vocab-pad-tp2", "config", "TH-1754",
        "size does Megatron build in each case, and why can the two runs differ?",
        "Megatron pads the vocab to a multiple of make_vocab_size_divisible_by * TP: 50257 with TP=1, 50258 with TP=2 (one "
        "dummy row). The output layer/softmax then covers one extra (untrained) logit with TP=2, so the two runs are not the "
-       "same model; use a make-vocab-size-divisible-by that keeps the padded size equal across TP sizes (e.g. 128).",
+       "same model. The padded size is equal across TP sizes only when make_vocab_size_divisible_by * TP is (2 at TP=1 and "
+       "1 at TP=2 both give 50258); the default 128 gives 50304 at TP=1 and 50432 at TP=2.",
        ["Gives 50257 for TP=1 and 50258 for TP=2", "Says the multiple is make_vocab_size_divisible_by times TP", "Says the extra padded row changes the model between the runs"],
        [("padded_vocab_tp1", "integer"), ("padded_vocab_tp2", "integer")],
        [num("padded_vocab_tp1", 50257, 0, _vpad(50257, 1, 1)), num("padded_vocab_tp2", 50258, 0, _vpad(50257, 1, 2))],
-       [], ["ran megatron.core.tokenizers.utils.build_tokenizer.vocab_size_with_padding in .venv (0.19.2)",
+       # Corrected 2026-12-02: the reference said "(e.g. 128)" keeps the sizes equal; two graders of the
+       # 2026-12-02 run showed it does not. Each number of the new sentence is recomputed.
+       [fact("divisor 2 at TP=1 gives 50258", _vpad(50257, 2, 1), 50258),
+        fact("the default 128 gives 50304 at TP=1", _vpad(50257, 128, 1), 50304),
+        fact("the default 128 gives 50432 at TP=2", _vpad(50257, 128, 2), 50432)],
+       ["ran megatron.core.tokenizers.utils.build_tokenizer.vocab_size_with_padding in .venv (0.19.2)",
             "thread https://github.com/NVIDIA/Megatron-LM/issues/1754"]))
 
 add(ev("field-vocab-pad-qwen-tp8", "config", "TH-MB1853",
@@ -1054,7 +1060,10 @@ add(ev("field-layers-not-divisible-pp", "errors", "upgrade-layers",
        "or a pipeline_model_parallel_layout.",
        ["Quotes the divisibility assertion (30 not divisible by 4) raised when building layers", "Says TransformerConfig itself accepts it",
         "Offers uneven first/last stage sizes or a layout"],
-       [("config_constructs", "yes or no"), ("layers_per_rank_first6", "comma-separated list")],
+       # The ask named no stage until 2026-12-02: answers that chose first=last=7 read "first6" as
+       # "the first six ranks" (runs 2026-12-02-field-a/b); the key's meaning is now in the ask.
+       [("config_constructs", "yes or no"),
+        ("layers_per_rank_first6", "layers per pipeline rank with num_layers_in_first_pipeline_stage=6, comma-separated")],
        [text("config_constructs", "yes", 1, {"kind": "config_ok", "cls": TC, "kwargs": dict(T2, num_layers=30, pipeline_model_parallel_size=4, pipeline_dtype="torch.bfloat16")}),
         lst("layers_per_rank_first6", [6, 8, 8, 8], 2, {"kind": "layers_per_rank", "cls": TC, "kwargs": dict(T2, num_layers=30, pipeline_model_parallel_size=4,
                                                                                                          pipeline_dtype="torch.bfloat16", num_layers_in_first_pipeline_stage=6)})],
