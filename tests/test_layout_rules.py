@@ -208,11 +208,8 @@ def test_valid_base_layout_has_no_violation():
     assert rules.check(layout).valid
 
 
-# Megatron asserts this after building the process groups, where verify.megatron_verdict
-# stops; tests/test_layout_expert_distopt.py runs Megatron's own assertion instead.
-PAST_THE_VERDICT = {"expert-distributed-optimizer-instances"}
 ERRORS = [r for r in rules.RULES if r.kind == "error" and r.stricter is None
-          and r.id not in OLD_RELEASE and r.id not in PAST_THE_VERDICT]
+          and r.id not in OLD_RELEASE]
 
 
 @pytest.mark.slow

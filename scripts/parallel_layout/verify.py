@@ -8,8 +8,9 @@ Megatron-LM launch meets them:
    and ``validate_args`` with ``WORLD_SIZE`` set;
 2. ``core_transformer_config_from_args`` -> ``TransformerConfig.__post_init__``;
 3. ``parallel_state.initialize_model_parallel`` with ``local_world_size`` set
-   to the world size, stopped at its first process-group creation (every
-   size check comes before it), on a one-process gloo group;
+   to the world size, on a one-process gloo group, run to its end with stand-in
+   process groups (group creation is all that is replaced: the expert data-parallel
+   check against ``num_distributed_optimizer_instances`` comes after the groups);
 4. ``ConstantNumMicroBatchesCalculator`` (global batch divisibility);
 5. ``transformer_block.get_num_layers_to_build`` for every pipeline rank and
    virtual stage (the model-build layer split).
@@ -68,7 +69,7 @@ class _PastChecks:
 
 
 class _Reached(Exception):
-    """initialize_model_parallel got past its size checks."""
+    """A stage got past the checks it is run for."""
 
 
 def megatron_argv(layout):
@@ -190,12 +191,20 @@ def _init_model_parallel(args, vpp):
     from megatron.core import parallel_state as ps
     _ensure_process_group()
 
-    def stop(*a, **k):
-        raise _Reached()
+    # Process groups of the full world cannot be created in one process: stand-ins take their
+    # place, so the function runs to its end and every check it makes after building groups
+    # (the expert data-parallel size against num_distributed_optimizer_instances) is Megatron's
+    # verdict too. Nothing else is replaced.
+    def group(*a, **k):
+        return object()
+
+    def hierarchical(*a, **k):
+        return [object(), object()], [None, None]
 
     try:
-        with mock.patch.object(dist, "new_group", stop), \
-                mock.patch.object(ps.torch.distributed, "new_group", stop):
+        with mock.patch.object(dist, "new_group", group), \
+                mock.patch.object(ps.torch.distributed, "new_group", group), \
+                mock.patch.object(ps, "create_hierarchical_groups", hierarchical):
             ps.initialize_model_parallel(
                 tensor_model_parallel_size=args.tensor_model_parallel_size,
                 pipeline_model_parallel_size=args.pipeline_model_parallel_size,
@@ -210,8 +219,6 @@ def _init_model_parallel(args, vpp):
                 order="tp-cp-ep-pp-dp" if getattr(args, "use_tp_pp_dp_mapping", False)
                 else "tp-cp-ep-dp-pp",
             )
-    except _Reached:
-        pass
     finally:
         ps.destroy_model_parallel()
 
