@@ -1,9 +1,10 @@
 """Megatron's initialize_model_parallel run past process-group creation, in one CPU process.
 
 parallel_layout.verify does the same with the installed megatron-core; this runs it in any
-release's environment (tests/old_envs.py). A child process of the given release runs the whole function for a world of the given size with torch.distributed's new_group,
-get_world_size and get_rank, and parallel_state.create_hierarchical_groups, stood in for: group
-creation is the only thing replaced, every check is Megatron's own.
+release's environment (tests/old_envs.py). A child process of the given release runs the whole
+function for a world of the given size with torch.distributed's new_group, get_world_size and
+get_rank, and parallel_state.create_hierarchical_groups, stood in for: group creation is the only
+thing replaced, every check is Megatron's own.
 """
 import json
 import subprocess
