@@ -255,6 +255,22 @@ def test_without_a_budget_it_is_a_warning():
     assert "[memory-fits]" not in text
 
 
+def test_an_fp32_estimate_says_so_in_its_fix():
+    # Without --bf16/--fp16 the estimate is fp32 (Megatron-LM's default); the fix names the flag.
+    fp32 = [a for a in MEM if a != "--bf16"]
+    for extra, rule in ((["--gpu-memory-gib", "80"], "memory-fits"), ([], "memory-over-assumed-gpu")):
+        from parallel_layout import rules
+        layout, _ = flags.parse_layout(fp32 + extra)
+        result = rules.check(layout, suggest=False)
+        found = [v.fix for v in result.violations if v.rule == rule] + \
+            [w.message for w in result.warnings if w.rule == rule]
+        assert found and "the estimate is fp32" in found[0] and "add --bf16" in found[0], found
+        layout, _ = flags.parse_layout(MEM + extra)
+        result = rules.check(layout, suggest=False)
+        texts = [v.fix for v in result.violations] + [w.message for w in result.warnings]
+        assert not any("the estimate is fp32" in s for s in texts)
+
+
 def test_the_budget_is_read_in_one_place():
     """--gpu-memory-gib feeds memory.budget_gib, which every verdict reads (a --gpu
     catalogue sets the same field)."""

@@ -1209,7 +1209,18 @@ def memory_fits(c):
     return (f"{_memory_text(mem, mem['most_loaded_pp_rank'])}, more than the {budget:g} GiB "
             "given: DOES NOT FIT",
             "see the suggested layouts (each fits); or more TP/PP/CP, "
-            "--use-distributed-optimizer, --recompute-activations, a smaller micro batch")
+            "--use-distributed-optimizer, --recompute-activations, a smaller micro batch"
+            + _fp32_note(c.L))
+
+
+def _fp32_note(L):
+    """Without --bf16/--fp16 the estimate is fp32, as Megatron-LM trains then; published BF16
+    or FP8 layouts checked without the flag look too big (the 2026-12-02 benchmark's answers)."""
+    from .memory import precision
+    if precision(L) != "fp32":
+        return ""
+    return ("; the estimate is fp32 (no --bf16/--fp16, Megatron-LM's default): add --bf16 if "
+            "the run trains in BF16 or FP8")
 
 
 def w_memory_assumed(c):
@@ -1221,7 +1232,7 @@ def w_memory_assumed(c):
         return None
     return (f"{_memory_text(mem, mem['most_loaded_pp_rank'])}: more than an {ASSUMED_GPU_GIB} "
             "GiB GPU holds (DOES NOT FIT there)",
-            "give --gpu-memory-gib (or --gpu) for a verdict and layouts that fit")
+            "give --gpu-memory-gib (or --gpu) for a verdict and layouts that fit" + _fp32_note(c.L))
 
 
 # ---------------------------------------------------------------- warnings
