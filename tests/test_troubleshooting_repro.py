@@ -249,7 +249,24 @@ def r_tp_vocab_padding_silent():
     sizes = {
         tp: calculate_padded_vocab_size(50257, 128, tp, logging_enabled=False) for tp in (1, 2, 8)
     }
-    return "padded vocab for 50257 tokens: " + ", ".join(f"TP={k}: {v}" for k, v in sizes.items())
+    line = "padded vocab for 50257 tokens: " + ", ".join(f"TP={k}: {v}" for k, v in sizes.items())
+    return line + "\n" + _padded_logit_changes_loss()
+
+
+def _padded_logit_changes_loss():
+    """Megatron's own vocab-parallel cross entropy steps (TP=1, no group needed): a padded
+    column's logit enters the softmax sum, so the loss of the same token changes."""
+    import torch
+    from megatron.core.tensor_parallel.cross_entropy import VocabParallelCrossEntropy as V
+
+    def loss(columns):
+        logits, logits_max = V.calculate_logits_max(torch.zeros(1, 1, columns))
+        target = torch.zeros(1, 1, dtype=torch.long)
+        _, _, predicted, sum_exp, exp_logits = V.calculate_predicted_logits(logits, target, logits_max, 0, columns)
+        return V.calculate_cross_entropy_loss(exp_logits, predicted, sum_exp)[1].item()
+
+    return (f"loss of one token, 8 real logits of 0: {loss(8):.4f}; "
+            f"with one padded logit of 0 added: {loss(9):.4f}")
 
 
 # Pipeline parallelism
@@ -1388,6 +1405,29 @@ def _absence_claim_sections() -> set[str]:
 
     data = yaml.safe_load((DATA / "absence_claims.yaml").read_text())
     return {c.get("section") for c in data["claims"]}
+
+
+def test_tp05_megatron_lm_builds_gptmodel_with_the_padded_size():
+    """TP-05's "the padded rows are part of the model": the wheel's model builder passes the
+    output of calculate_padded_vocab_size to GPTModel(vocab_size=...)."""
+    import ast
+    import importlib.util
+
+    path = Path(importlib.util.find_spec("megatron.training.models.gpt").origin)
+    tree = ast.parse(path.read_text())
+    padded_from = {
+        a.value.func.id for a in ast.walk(tree)
+        if isinstance(a, ast.Assign) and isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Name)
+        and any(isinstance(t, ast.Name) and t.id == "padded_vocab_size" for t in a.targets)
+    }
+    assert "calculate_padded_vocab_size" in padded_from
+    passed = [
+        k.value.id for c in ast.walk(tree)
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "GPTModel"
+        for k in c.keywords if k.arg == "vocab_size" and isinstance(k.value, ast.Name)
+    ]
+    assert passed == ["padded_vocab_size"], passed
+    assert "megatron/training/models/gpt.py" in DOC.read_text().split("### TP-05", 1)[1].split("\n### ", 1)[0]
 
 
 def test_every_megatron_lm_only_entry_says_what_core_users_get():
