@@ -13,7 +13,7 @@
                                              (RUN/logs/<label>.jsonl) into RUN/report.json and RUN/report.md
   run_evals.py ingest --run RUN --label L --transcript FILE
                                              an agent's exported tool-call transcript as its cost log
-  run_evals.py reuse --run RUN --source OLD [--condition without_skill]
+  run_evals.py reuse --run RUN --source OLD [--condition without_skill] [--except 125,162]
                                              add OLD's answers of one condition to a run prepared for the other
                                              (a re-run after a change only that condition sees)
   run_evals.py archive --run RUN --name NAME copy what re-grading needs (answers, logs, grades, rubric, key,
@@ -752,7 +752,8 @@ def reuse(args) -> int:
     """Add an earlier run's answers of one condition (the same setting and set) to a run prepared with
     --condition for the other one: labels, answers, logs, tasks and rubric grades are copied, each
     label marked with `reused_from`. For a re-run after a change that condition cannot see (the
-    without-skill answers never read the bundle)."""
+    without-skill answers never read the bundle). Evals whose task changed since SOURCE are left out
+    with --except and reused from a small fresh run; reusing an eval the run already has is refused."""
     run, old = Path(args.run).resolve(), Path(args.source).resolve()
     try:
         k_new, k_old = (json.loads((d / "key.json").read_text()) for d in (run, old))
@@ -762,12 +763,20 @@ def reuse(args) -> int:
     if (k_new.get("setting"), k_new.get("set")) != (k_old.get("setting"), k_old.get("set")):
         print("error: the two runs differ in setting or set", file=sys.stderr)
         return 2
-    if any(m["condition"] == args.condition for m in k_new["labels"].values()):
-        print(f"error: {run} already has {args.condition} answers", file=sys.stderr)
+    try:
+        skip = {int(x) for x in args.except_ids.split(",") if x.strip()} if args.except_ids else set()
+    except ValueError:
+        print(f"error: --except takes comma-separated eval ids, not {args.except_ids!r}", file=sys.stderr)
+        return 2
+    have = {m["eval_id"] for m in k_new["labels"].values() if m["condition"] == args.condition}
+    wanted = {m["eval_id"] for m in k_old["labels"].values() if m["condition"] == args.condition} - skip
+    if have & wanted:
+        print(f"error: {run} already has {args.condition} answers for evals {sorted(have & wanted)}",
+              file=sys.stderr)
         return 2
     n = 0
     for label, meta in sorted(k_old["labels"].items()):
-        if meta["condition"] != args.condition:
+        if meta["condition"] != args.condition or meta["eval_id"] in skip:
             continue
         k_new["labels"][label] = dict(meta, reused_from=old.name)
         for sub, ext in (("answers", ".json"), ("logs", ".jsonl"), ("tasks", ".md")):
@@ -816,6 +825,9 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--run", required=True, help="run prepared with --condition (the other one)")
     u.add_argument("--source", required=True, help="earlier run of the same setting and set")
     u.add_argument("--condition", choices=CONDITIONS, default="without_skill")
+    u.add_argument("--except", dest="except_ids", default="",
+                   help="comma-separated eval ids not to reuse (their task changed since SOURCE: answer them "
+                        "afresh in a small run and reuse that one too)")
     a = sub.add_parser("archive", help="copy a graded run to evals/runs/NAME")
     a.add_argument("--run", required=True)
     a.add_argument("--name", required=True, help="e.g. 2026-12-02-field-a")

@@ -62,10 +62,18 @@ def test_reuse_rebuilds_an_after_run_from_its_two_halves(tmp_path):
             p.unlink()
     (half / "key.json").write_text(json.dumps(key, indent=1) + "\n")
     run = [sys.executable, str(REPO / "evals" / "run_evals.py")]
-    out = subprocess.run(run + ["reuse", "--run", str(half), "--source", str(first)], capture_output=True, text=True)
+    ids = sorted({m["eval_id"] for m in json.loads((first / "key.json").read_text())["labels"].values()
+                  if m["condition"] == "without_skill"})
+    reuse = run + ["reuse", "--run", str(half), "--source", str(first)]
+    # In two parts, as after a change to one eval's task: all but one, then that one.
+    out = subprocess.run(reuse + ["--except", str(ids[0])], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    again = subprocess.run(run + ["reuse", "--run", str(half), "--source", str(first)], capture_output=True, text=True)
-    assert again.returncode == 2 and "already has without_skill" in again.stderr
+    again = subprocess.run(reuse, capture_output=True, text=True)
+    assert again.returncode == 2 and "already has without_skill answers for evals" in again.stderr
+    bad = subprocess.run(reuse + ["--except", "x"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--except takes" in bad.stderr
+    rest = subprocess.run(reuse + ["--except", ",".join(map(str, ids[1:]))], capture_output=True, text=True)
+    assert rest.returncode == 0 and "reused 1 " in rest.stdout, rest.stderr
     rebuilt = json.loads((half / "key.json").read_text())["labels"]
     assert sorted(rebuilt) == sorted(json.loads((after / "key.json").read_text())["labels"])
     subprocess.run(run + ["report", "--run", str(half)], capture_output=True, text=True, check=True)
