@@ -67,6 +67,11 @@ def match_stream(stream, megatron_version: str | None = None) -> dict:
         if src is None and event.kind == "message":
             src = source.explain_bare(event, release)
         name = names.explain(event.line, release, event.following) if event.kind == "message" else None
+        if event.kind == "stack" and not found:
+            cut = source.explain_cut(event, release)
+            if cut is not None:  # a traceback pasted without its last line: the check it stopped at
+                event, src = _lost_message(event, cut), cut
+                found = match.candidates(event) if cut["text"] else []
         if not found:
             if src is None and name is None:
                 if event.kind == "message" and _looks_like_a_problem(event.line):
@@ -87,7 +92,7 @@ def match_stream(stream, megatron_version: str | None = None) -> dict:
     out_problems, flat = [], {}
     for p in ordered:
         ms = [_match(rec, m, p["event"], sorted(p["ranks"]), release) for rec, m in p["found"]]
-        out_problems.append({"matched_line": p["event"].line, "ranks": sorted(p["ranks"]), "matches": ms,
+        out_problems.append({"matched_line": _shown(p["event"]), "ranks": sorted(p["ranks"]), "matches": ms,
                              "chain": list(p["event"].chain), "source": _with_history(p["source"]),
                              "name": p["name"]})
         for m in ms:
@@ -95,7 +100,7 @@ def match_stream(stream, megatron_version: str | None = None) -> dict:
                 flat[m["id"]] = m
     # A catalogue entry always outranks a bare raise site: those problems come after every entry's.
     for o in list(others.values())[: max(0, MAX_PROBLEMS - len(out_problems))]:
-        out_problems.append({"matched_line": o["event"].line, "ranks": sorted(o["ranks"]), "matches": [],
+        out_problems.append({"matched_line": _shown(o["event"]), "ranks": sorted(o["ranks"]), "matches": [],
                              "chain": list(o["event"].chain), "source": _with_history(o["source"]),
                              "name": o["name"]})
     result = {
@@ -123,11 +128,27 @@ def match_stream(stream, megatron_version: str | None = None) -> dict:
     return result
 
 
+def _lost_message(event, cut: dict):
+    """The message event a cut traceback lost: the site's exception and text ("{}" left for each
+    variable part, which the catalogue's templates accept as any value)."""
+    from .logscan import Event
+
+    line = f"{cut['exc']}: {cut['text']}" if cut["text"] else cut["exc"]
+    return Event("message", line, event.frames, (), (line,), set(event.ranks), event.count, event.code, cut=True)
+
+
+def _shown(event) -> str:
+    if not event.cut:
+        return event.line
+    path, lineno, fn = event.frames[-1]
+    return f"{event.line}  [not in the log: the traceback ends at {path.rsplit('/', 1)[-1]}:{lineno} in {fn}]"
+
+
 def _with_history(block: dict | None) -> dict | None:
     """The source block with the check's wordings across releases (what changed, and when)."""
     if block is None:
         return None
-    if block["how"] == "frame":  # an assert without a text: no wording to follow across releases
+    if block["how"] == "frame" or not block["text"]:  # an assert without a text: no wording to follow
         return dict(block, history=[])
     return dict(block, history=source.history(block))
 

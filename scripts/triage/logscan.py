@@ -11,7 +11,8 @@ Events:
 * ``message``: an exception, warning or log line, with the traceback frames printed before it
   by the same rank, the lines after it (multi-line messages), and the exception chain it is in;
 * ``stack``: frames with no exception after them (a ``py-spy dump``, a faulthandler dump, a
-  stack printed at a timeout): hang candidates.
+  stack printed at a timeout): hang candidates; or a Python traceback pasted without its last
+  line, whose innermost code line (``assert ...``) still says where it raised.
 
 In a pasted snippet, a message quoted inside a sentence (in backticks or quotes) is an event of
 its own. The same event from many ranks is kept once, with the ranks that printed it.
@@ -80,6 +81,7 @@ class Event:
     ranks: set = field(default_factory=set)
     count: int = 0
     code: str = ""  # the source line printed under the innermost frame
+    cut: bool = False  # a message the log lost (a traceback cut before its last line), from the raise site
 
 
 @dataclass
@@ -307,8 +309,10 @@ class Scanner:
             if src.spy:  # py-spy and faulthandler print the innermost frame first
                 frames = frames[::-1]
             path, line, func = frames[-1]
-            self._add("stack", f"{func} ({path}:{line})", frames, (), (), rank)
-        src.frames = []
+            # A Python traceback's code line is kept: a paste cut before its exception line still
+            # shows the statement that raised (``assert ...``, ``raise ...``).
+            self._add("stack", f"{func} ({path}:{line})", frames, (), (), rank, "" if src.spy else src.code)
+        src.frames, src.code = [], ""
 
     def _repeat(self, raw: bytes) -> bool:
         """A message line seen before, byte for byte, on a rank with no traceback pending: count it."""

@@ -147,6 +147,74 @@ def explain_bare(event, release: str | None) -> dict | None:
     }
 
 
+_RAISING = re.compile(r"^(assert|raise)\b")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_LITERAL = re.compile(r"""f?["']([^"'{}]{12,})""")
+
+
+def explain_cut(event, release: str | None) -> dict | None:
+    """A Python traceback pasted without its exception line (cut before the tail): when its
+    innermost frame is in a ``megatron/`` file and the code line under it is an ``assert`` or a
+    ``raise``, the check it stopped at, from the release index: the site at the frame's line, else
+    the one whose test or message literal the code line shows, else the only one of that kind in
+    the function. Its text is the message the paste lost."""
+    if event.kind != "stack" or not event.frames or not _RAISING.match(event.code):
+        return None
+    path, lineno, fn = event.frames[-1]
+    path = path.replace("\\", "/")
+    if "megatron/" not in path:
+        return None
+    kind = _RAISING.match(event.code).group(1)
+    rel = indexed(release)
+    for at in (rel, *[v for v in reversed(RELEASES) if v != rel]):
+        r = ri.load(at)
+        here = [x for x in (*r.message_sites(), *(r.bare_asserts() if kind == "assert" else ()))
+                if x["kind"] == kind and x["function"].rsplit(".", 1)[-1] == fn
+                and (path == x["file"] or path.endswith("/" + x["file"]))]
+        if here:
+            break
+    else:
+        return None
+    site, how = _cut_site(here, lineno, event.code)
+    if site is None:
+        return None
+    where = "" if at == rel else f"your release {rel} has no {kind} in {fn}; this is {at}'s. "
+    note = (f"{where}the pasted traceback ends at this {kind} without the exception line; "
+            + ("its message is this site's" if site["text"] else "this assert prints no message")
+            + f" (matched by {how})")
+    return {
+        "file": site["file"], "function": site["function"], "line": site["line"], "kind": site["kind"],
+        "exc": site["exc"], "condition": site["condition"], "fields": site["fields"], "flags": site["flags"],
+        "text": site["text"], "release": at, "in_your_release": at == rel, "releases": [at],
+        "other_sites": [], "score": 1.0 if how == "the frame's line" else 0.9, "how": "cut", "note": note,
+        "frame_agrees": True, "your_release_site": None,
+    }
+
+
+def _cut_site(here: list[dict], lineno: int, code: str) -> tuple[dict | None, str]:
+    exact = [x for x in here if x["line"] == lineno]
+    if len(exact) == 1:
+        return exact[0], "the frame's line"
+    lit = _LITERAL.search(code)
+    if lit:
+        fixed = lit.group(1).split("{")[0].strip()
+        by_text = [x for x in here if x["text"] and x["text"].startswith(fixed[:40])]
+        if len(by_text) == 1:
+            return by_text[0], "the message literal on the code line"
+    test = _assert_test(code)
+    if test:
+        same = [x for x in here if x.get("test") == test]
+        if len(same) == 1:
+            return same[0], "the assert's test"
+        names = set(_IDENT.findall(test))
+        by_names = [x for x in here if names and names <= set(_IDENT.findall(x["condition"]))]
+        if len(by_names) == 1:
+            return by_names[0], "the names the assert's test reads"
+    if len(here) == 1:
+        return here[0], "the only " + here[0]["kind"] + " in the function"
+    return None, ""
+
+
 def _assert_test(code: str) -> str:
     """The test of ``assert <test>, <msg>`` as ast.unparse writes it, from the code line a traceback
     prints under a frame (the message may go on over lines the traceback does not show)."""
