@@ -291,3 +291,37 @@ def test_a_reporters_sentence_naming_settings_is_not_the_message_about_them():
     # The same words in a failure line still find the entry by overlap.
     failing = "ValueError: with recompute_granularity full the recompute_method must be block or uniform\n"
     assert [(m["id"], m["how"]) for m in triage.match_log(failing)["matches"]][:1] == [("CFG-04", "words")]
+
+
+def test_a_number_megatron_prints_literally_is_not_read_as_a_value():
+    # "ETP==1" is Megatron's own text (MOE-05): reading 1 as the user's ETP would misstate their
+    # config (a benchmark answer had to reason this away). Numbers Megatron formats in are values.
+    fixed = triage.match_log("AssertionError: Bias in Moe is only supported when ETP==1")
+    assert fixed["matches"][0]["id"] == "MOE-05" and fixed["matches"][0]["values"] == {}
+    varied = triage.match_log("AssertionError: num_layers=30 should be divisible by "
+                              "config.pipeline_model_parallel_size=4")
+    assert varied["matches"][0]["id"] == "PP-02"
+    assert sorted(varied["matches"][0]["values"].values()) == ["30", "4"]
+
+
+def test_every_catalogue_number_left_literal_is_megatrons_own_text():
+    # A standalone number in a template's fixed text (not read as a value) must be printed, with
+    # the words right before it, by some released Megatron message (the release index).
+    import re
+
+    import release_index as ri
+
+    texts = "\n".join({m["text"] for v in ri.RELEASES for m in ri.load(v).messages()})
+    number = re.compile(r"(?<![A-Za-z_\d.])\d+(?:\.\d+)*(?!\d)")
+    kept = 0
+    for rec in catalogue.entries():
+        for msg in rec["messages"]:
+            for t in msg["templates"]:
+                body = t["fixed"].split(":", 1)[-1].strip()
+                for m in number.finditer(body):
+                    before = body[max(0, m.start() - 16):m.start()]
+                    if len(before) < 16:
+                        continue
+                    kept += 1
+                    assert before + m.group(0) in texts, (rec["id"], before + m.group(0))
+    assert kept >= 3  # ETP==1, CUDA>=11, version >=2.3.0 at least

@@ -92,6 +92,13 @@ def template(line: str, varies: dict[str, str], dests: set[str]) -> dict:
         elif token in ("…", "..."):
             parts.append("(.*?)")
             name = None
+        elif _fixed_in_megatron(line[:m.start()], token, line[m.end():]):
+            # A number Megatron prints as part of its own text ("only supported when ETP==1") is
+            # not a value of the user's run: it stays literal, and no value is read from it.
+            parts[-1] = _literal(literal + token)
+            fixed[-1] = literal + token
+            pos = m.end()
+            continue
         else:
             parts.append(r"(-?\d+(?:\.\d+)*)")
             name = _variable_name(line[:m.start()], token, varies, dests)
@@ -100,6 +107,35 @@ def template(line: str, varies: dict[str, str], dests: set[str]) -> dict:
     parts.append(_literal(line[pos:]))
     fixed.append(line[pos:])
     return {"regex": "".join(parts), "fixed": " ".join(" ".join(fixed).split()), "names": names}
+
+
+@functools.lru_cache(maxsize=1)
+def _megatron_texts() -> str:
+    """The fixed text of every message Megatron prints in the indexed releases, one per line."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import release_index as ri
+
+    return "\n".join({m["text"] for v in ri.RELEASES for m in ri.load(v).messages()})
+
+
+def _fixed_in_megatron(before: str, token: str, after: str) -> bool:
+    """Whether a released Megatron message has this number as literal text, with the words
+    around it (at least FIXED_CONTEXT characters before it, the next character after it)."""
+    before = " ".join(before.split(":", 1)[-1].split())  # without the exception type
+    if len(before) < FIXED_CONTEXT:
+        return False
+    probe = before[-FIXED_CONTEXT:] + token + (after[:1] if after[:1] not in ("", " ") else "")
+    texts = _megatron_texts()
+    at = texts.find(probe)
+    while at >= 0:
+        nxt = texts[at + len(probe) - (1 if after[:1] not in ("", " ") else 0):][:1]
+        if not nxt.isdigit():
+            return True
+        at = texts.find(probe, at + 1)
+    return False
+
+
+FIXED_CONTEXT = 16
 
 
 def _literal(text: str) -> str:
