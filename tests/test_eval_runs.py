@@ -26,6 +26,7 @@ KEYS = ("eval_pass_rate", "expectation_pass_rate", "confident_wrong", "negative_
 def test_the_field_runs_are_archived():
     assert {p.name for p in RUNS} >= {f"2026-12-01-field-{s}{x}" for s in "abc" for x in ("", "-after")}
     assert "2026-12-02-field-a" in {p.name for p in RUNS}  # both conditions re-run, quoting logger
+    assert {"2026-12-02-field-a-after", "2026-12-02-field-b-after"} <= {p.name for p in RUNS}
 
 
 @pytest.mark.parametrize("run", RUNS, ids=[p.name for p in RUNS])
@@ -80,3 +81,19 @@ def test_reuse_rebuilds_an_after_run_from_its_two_halves(tmp_path):
     fresh = json.loads((half / "report.json").read_text())["summary"]
     shipped = json.loads((after / "report.json").read_text())["summary"]
     assert all(fresh[c]["eval_pass_rate"] == shipped[c]["eval_pass_rate"] for c in ("with_skill", "without_skill"))
+
+
+def test_benchmark_md_states_the_later_run_as_archived():
+    # The table of the 2026-12-02 with-skill re-run: pass rates and confident-wrong counts are the
+    # archived reports' own numbers, not typed from memory.
+    text = (REPO / "BENCHMARK.md").read_text()
+    summ = {s: json.loads((REPO / f"evals/runs/2026-12-02-field-{s}-after/report.json").read_text())["summary"]
+            for s in "ab"}
+
+    def pct(x):
+        return f"{x:g}%"
+
+    rates = [pct(summ[s][c]["eval_pass_rate"]) for s in "ab" for c in ("with_skill", "without_skill")]
+    wrong = [str(summ[s][c]["confident_wrong"]) for s in "ab" for c in ("with_skill", "without_skill")]
+    assert "| eval pass rate | " + " | ".join(rates) + " |" in text
+    assert "| confident wrong answers | " + " | ".join(wrong) + " |" in text
