@@ -120,7 +120,7 @@ def _version(text: str) -> str:
         raise BadInput(str(exc)) from None
 
 
-def _at(key: str, version: str) -> dict:
+def release_view(key: str, version: str) -> dict:
     """What key is in one release (absent: {"present": False})."""
     rel = ri.load(version)
     out: dict = {"release": version, "present": version in ri.releases_of(key)}
@@ -178,7 +178,7 @@ def _fmt_sig(sig: dict) -> list[str]:
     return out
 
 
-def _render_at(at: dict) -> list[str]:
+def render_release_view(at: dict) -> list[str]:
     if not at["present"]:
         return [f"not in {at['release']}"]
     lines = [f"in {at['release']}:"]
@@ -229,7 +229,7 @@ def run_name(args, out) -> int:
     evs = [e for e in ri.events(key) if _in_range(e, lo, hi)]
     present = ri.releases_of(key)
     kind = ri.catalog()[key]["kind"]
-    at = _at(key, _version(args.at)) if args.at is not None else None
+    at = release_view(key, _version(args.at)) if args.at is not None else None
     if args.json:
         obj = {"schema_version": SCHEMA_VERSION, "name": key, "query": args.name, "found": True,
                "kind": kind, "releases": list(present), "events": evs[: args.limit],
@@ -250,7 +250,7 @@ def run_name(args, out) -> int:
     _print_events([_fmt_event(e, full=args.full) for e in evs[: args.limit]], len(evs), args, out,
                   "(--limit N, --full)")
     if at is not None:
-        for line in _render_at(at):
+        for line in render_release_view(at):
             print(line, file=out)
     if len(keys) > 1:
         print("other matches: " + ", ".join(keys[1:6]) + (" ..." if len(keys) > 6 else ""), file=out)

@@ -1,7 +1,7 @@
 """One place decides the release (issue 19 item 6): scripts/megatron_release.py, for every script.
 
 --megatron-version takes a minor line (0.15) or a release (0.15.3) from 0.12 to 0.19.2 in the checker,
-the triage, the reviewer and the history; anything else exits 2 with one line naming the supported
+the triage, the reviewer, the history and the inspector (for --object); anything else exits 2 with one line naming the supported
 range. The installed release is read from distribution metadata: a fake ``megatron_core-X.dist-info``
 first on PYTHONPATH stands in for a newer (or older) installed release, with plain python3.
 """
@@ -26,6 +26,7 @@ WITH_VERSION = {
     "explain_error.py": lambda v: ["--megatron-version", v, LOG],
     "review_model_code.py": lambda v: ["--megatron-version", v, str(cli_cases.PROVIDER)],
     "api_history.py": lambda v: ["GPTModel", "--at", v],
+    "inspect_core_api.py": lambda v: ["--object", "GPTModel", "--megatron-version", v],
 }
 ACCEPTED = ["0.12", "0.12.0", "0.13", "0.13.1", "0.14.0", "0.15", "0.15.3", "0.16.1", "0.17", "0.18.2", "0.19",
             "0.19.2", "core_v0.13.0", "0.19.0rc1"]

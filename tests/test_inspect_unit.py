@@ -114,7 +114,7 @@ def test_attribute_access_that_raises_is_an_error_not_a_crash():
 
 # ------------------------------------------------------------------ command line
 @pytest.mark.parametrize("args,needle", [
-    (["--object", "megatron.core.no_colon"], "expected MODULE:ATTR"),
+    (["--object", "megatron.core.no_colon"], "give MODULE:ATTR"),
     (["--require", "bogus_kernel"], "unknown component bogus_kernel"),
     (["--require", ""], "unknown component"),
     (["--timeout", "-3"], "must be in (0, 3600]"),

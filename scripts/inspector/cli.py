@@ -38,6 +38,7 @@ examples:
   python scripts/inspect_core_api.py
   python scripts/inspect_core_api.py --json --require megatron_core,torch
   python scripts/inspect_core_api.py --object megatron.core.transformer.mlp:MLP
+  python scripts/inspect_core_api.py --object GPTModel.forward --megatron-version 0.13
   python scripts/inspect_core_api.py --config-fields recompute
   python scripts/inspect_core_api.py --tiny-model --json
   python scripts/inspect_core_api.py --check-references
@@ -49,9 +50,30 @@ class UsageError(Exception):
 
 
 def _object_key(text):
-    if len(text) > MAX_TEXT or not objects.valid_object_key(text):
-        raise argparse.ArgumentTypeError("expected MODULE:ATTR (e.g. megatron.core.models.gpt.gpt_model:GPTModel), got %r" % text)
-    return text
+    if len(text) > MAX_TEXT:
+        raise argparse.ArgumentTypeError("at most %d characters, got %d" % (MAX_TEXT, len(text)))
+    if objects.valid_object_key(text):
+        return text
+    from inspector import from_index  # the release index: GPTModel, a dotted path, Class.method
+    try:
+        key, others = from_index.resolve(text)
+    except from_index.UnknownObject as exc:
+        raise argparse.ArgumentTypeError(str(exc))
+    # Said after parsing succeeds: a usage error stays one line on stderr.
+    _READ_AS.append("inspect_core_api: --object %s read as %s%s" % (
+        text, key, (" (also: %s)" % ", ".join(others)) if others else ""))
+    return key
+
+
+_READ_AS = []
+
+
+def _release(text):
+    import megatron_release
+    try:
+        return megatron_release.choose(text)
+    except megatron_release.UnsupportedRelease as exc:
+        raise argparse.ArgumentTypeError(str(exc))
 
 
 def _positive(text):
@@ -83,7 +105,7 @@ def _require(text):
 
 
 # Written by hand: argparse's generated usage lists every layout flag and runs to 45 lines.
-USAGE = ("%(prog)s [--json] [--timeout SECONDS] [--cuda] [--object MODULE:ATTR ...]\n"
+USAGE = ("%(prog)s [--json] [--timeout SECONDS] [--cuda] [--object NAME ...] [--megatron-version X.Y]\n"
          "       [--config-fields [FILTER]] [--tiny-model] [--check-references] [--full] [--require NAME[,NAME]]\n"
          "   or: torchrun|srun ... %(prog)s --distributed [--json] [--layout --tensor-model-parallel-size N ...]")
 
@@ -120,7 +142,11 @@ def build_parser(cluster=None):
                    help="also ask torch (in a child) about CUDA devices, run a tiny matmul, and "
                         "ask Transformer Engine about FP8/MXFP8/NVFP4 support")
     p.add_argument("--object", dest="objects", action="append", type=_object_key, default=[],
-                   metavar="MODULE:ATTR", help="also report this object's signature, printed in text mode too (repeatable)")
+                   metavar="NAME", help="also report this object's signature, printed in text mode too (repeatable); "
+                   "MODULE:ATTR, a dotted path or a name the release index knows (GPTModel, TransformerConfig.seq_length)")
+    p.add_argument("--megatron-version", type=_release, default=None, metavar="X.Y",
+                   help="with --object: the release to report (0.12 to 0.19). When it is not the installed "
+                        "one, the signatures come from the release index (compiled from that release's source)")
     p.add_argument("--config-fields", nargs="?", const="", default=None, metavar="FILTER", type=_bounded,
                    help="list TransformerConfig/ModelParallelConfig fields with types and "
                         "defaults (FILTER: case-insensitive substring of the field name)")
@@ -164,23 +190,74 @@ def _wants_cluster(cluster, args):
 def main(argv=None):
     cluster = _load_cluster()
     parser = build_parser(cluster)
+    del _READ_AS[:]
     args = parser.parse_args(argv)
+    for note in _READ_AS:
+        sys.stderr.write(note + "\n")
     if _wants_cluster(cluster, args):
         return int(cluster.main(args) or 0)
     unused = _unused_cluster_flag(parser, args)
     if unused:
         parser.error("%s needs --distributed (distributed mode); without it nothing reads it" % unused)
+    if args.megatron_version is not None and not _is_installed(args.megatron_version):
+        return _from_release_index(parser, args)
     from inspector import render, report as report_mod
     report = report_mod.collect(args)
     if not args.full:
         report_mod.trim_signatures(report, args.objects)
+    fallback = None
+    if args.objects and report.get("megatron_core", {}).get("status") != "available":
+        from inspector import from_index
+        release = args.megatron_version.indexed if args.megatron_version else _newest()
+        fallback = from_index.signatures(args.objects, release)
+        report["objects_from_release_index"] = {"release": release, "objects": fallback}
     if args.json:
         sys.stdout.write(json.dumps(report, indent=1, sort_keys=False, default=repr) + "\n")
     else:
-        sys.stdout.write(render.render_text(report, args.objects) + "\n")
+        text = render.render_text(report, args.objects)
+        if fallback is not None:
+            text += "\n" + from_index.render(fallback, "megatron-core is not importable here; release %s as "
+                                             "indexed" % report["objects_from_release_index"]["release"])
+        sys.stdout.write(text + "\n")
     sys.stdout.flush()
     missing = unmet(report, args.require)
     for name, status, reason in missing:
         sys.stderr.write("inspect_core_api: required %s is %s%s\n" % (
             name, status, (": " + reason) if reason else ""))
     return EXIT_REQUIRE if missing else EXIT_OK
+
+
+def _newest():
+    import megatron_release
+    return megatron_release.NEWEST
+
+
+def _is_installed(choice):
+    """Whether --megatron-version names the installed release's indexed line (then the live import answers)."""
+    import megatron_release
+    try:
+        return megatron_release.installed() is not None and megatron_release.choose(None).indexed == choice.indexed
+    except megatron_release.UnsupportedRelease:
+        return False
+
+
+def _from_release_index(parser, args):
+    """--megatron-version X (not installed): the --object signatures of X from the release index."""
+    import megatron_release
+    from inspector import from_index
+    installed = megatron_release.installed()
+    if not args.objects:
+        parser.error("--megatron-version %s is not the installed release (%s): it selects the release for "
+                     "--object, whose signatures then come from the release index; for config fields use "
+                     "api_history.py TransformerConfig --at %s" % (
+                         args.megatron_version.version, installed or "none installed", args.megatron_version.version))
+    release = args.megatron_version.indexed
+    views = from_index.signatures(args.objects, release)
+    why = "megatron-core %s as indexed; installed: %s" % (release, installed or "none")
+    if args.json:
+        out = {"schema_version": 1, "tool": "inspect_core_api", "megatron_version": release,
+               "installed_megatron_core": installed, "objects_from_release_index": {"release": release, "objects": views}}
+        sys.stdout.write(json.dumps(out, indent=1) + "\n")
+    else:
+        sys.stdout.write(from_index.render(views, why) + "\n")
+    return EXIT_OK
