@@ -81,14 +81,18 @@ def _split_args(argv: list[str]) -> list[str]:
 
     Everything after a '--' of the user's is NAME too ("api_history.py -- --moe-router-topk").
     """
+    own = {o for a in build_parser()._actions for o in a.option_strings}
     if "--" in argv:
         cut = argv.index("--")
         argv, rest = argv[:cut], argv[cut + 1:]
+        if len(rest) > 1 and rest[1].split("=")[0] in own:
+            # "-- --moe-router-score-function --at 0.13": the '--' marked the flag NAME; what follows
+            # it are this script's own options (agents write it so).
+            argv, rest = argv + rest[1:], rest[:1]
         if len(rest) > 1:
             raise BadInput(f"one NAME after '--', got {len(rest)}: {' '.join(cli_guard.shown(r, 40) for r in rest[:3])}")
     else:
         rest = []
-    own = {o for a in build_parser()._actions for o in a.option_strings}
     out, name = [], None
     takes = {"--at": 1, "--diff": 2, "--under": 1, "--limit": 1}  # (--full, --json take none)
     i = 0

@@ -73,6 +73,15 @@ def test_api_history_takes_a_name_after_double_dash(argv):
     assert "GPTModel" in proc.stdout or "--use-custom-fsdp" in proc.stdout
 
 
+def test_api_history_takes_its_own_options_after_a_double_dash_name():
+    # As a benchmark agent typed it: the '--' marks the flag NAME, --at is the script's own option.
+    proc = cli_cases.run("api_history.py", ["--", "--moe-router-score-function", "--at", "0.13"])
+    assert proc.returncode == 0, proc.stderr
+    assert "in 0.13.1:" in proc.stdout and "choices: ['softmax', 'sigmoid']" in proc.stdout
+    bad = cli_cases.run("api_history.py", ["--", "a", "b"])
+    assert bad.returncode == 2 and "one NAME after '--', got 2" in bad.stderr
+
+
 @pytest.mark.parametrize("kind", ["empty-file", "empty-dir"])
 def test_reviewer_refuses_input_with_nothing_to_review(kind, tmp_path):
     target = tmp_path / "x.py" if kind == "empty-file" else tmp_path / "d"
