@@ -61,9 +61,10 @@ SIZE_RULES = {
 }
 
 
-def layout_of(kwargs):
+def layout_of(kwargs, version=None):
     """A LayoutInput from a config call's literal keywords, with Megatron Core's defaults
-    (not Megatron-LM's) for what the call leaves out; None without a literal size."""
+    (not Megatron-LM's) for what the call leaves out; None without a literal size. ``version``
+    (the reviewed release) selects the rules' release, as --megatron-version does in the checker."""
     values = {}
     for kw, attr in CONFIG_TO_LAYOUT.items():
         if kw in kwargs and kwargs[kw] is not None:
@@ -74,6 +75,7 @@ def layout_of(kwargs):
         if attr != "pipeline_model_parallel_layout" and not isinstance(value, (int, list)):
             return None  # a string where a size belongs: the signature rules speak there
     L = LayoutInput(**values)
+    L.megatron_version = version
     heads, hidden = L.num_attention_heads, L.hidden_size
     # TransformerConfig.__post_init__: groups default to heads, ffn to 4*hidden.
     L.group_query_attention = True
@@ -101,7 +103,7 @@ def literal_sizes(ctx):
                                                             "MLATransformerConfig"):
             continue
         try:
-            L = layout_of(call.literal_kwargs())
+            L = layout_of(call.literal_kwargs(), ctx.version)
             if L is None:
                 continue
             result = layout_rules.check(L, rules=wanted, with_memory=False)
