@@ -427,8 +427,21 @@ def _meaningful(text: str | None) -> bool:
 MAX_CONDITION = 300  # characters of a guarding condition kept (a long one is cut with "…")
 
 
+def _and_part(text: str) -> str:
+    """A test as an operand of `and`: an `or`, a conditional expression or a lambda gets
+    parentheses (`if a:` around `if b or c:` is `a and (b or c)`, not `a and b or c`)."""
+    try:
+        body = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return text  # "except ValueError": not an expression
+    if isinstance(body, (ast.IfExp, ast.Lambda, ast.NamedExpr)) or (
+            isinstance(body, ast.BoolOp) and isinstance(body.op, ast.Or)):
+        return f"({text})"
+    return text
+
+
 def _condition_text(conds: list[str]) -> str:
-    text = " and ".join(conds)
+    text = " and ".join(_and_part(c) for c in conds) if len(conds) > 1 else "".join(conds)
     return text if len(text) <= MAX_CONDITION else text[: MAX_CONDITION - 1] + "…"
 
 

@@ -112,6 +112,25 @@ def test_a_long_condition_is_cut():
     assert len(cond) == release_ast.MAX_CONDITION and cond.endswith("…")
 
 
+def test_an_inner_or_keeps_its_parentheses():
+    # `if a:` around `if b or c:` prints when a and (b or c); joined without parentheses it would
+    # read (a and b) or c. The case of model_parallel_config.py's overlap_p2p_comm_warmup_flush check.
+    src = {"megatron/core/x.py": "def f(self):\n    if self.a:\n        if not self.b or self.c:\n"
+                                 "            raise ValueError('a needs b without c')\n"}
+    cond = release_ast.compile_release("0.12.3", src, "synthetic")["messages"][0][6]
+    assert cond == "self.a and (not self.b or self.c)"
+    for a in (False, True):
+        for b in (False, True):
+            for c in (False, True):
+                class S:
+                    pass
+                S.a, S.b, S.c = a, b, c
+                assert eval(cond, {"self": S}) == (a and (not b or c))
+    shipped = [x["condition"] for x in load("0.19.2").message_sites()
+               if x["file"] == "megatron/core/model_parallel_config.py" and "warmup and flush" in x["text"]]
+    assert shipped == ["self.overlap_p2p_comm_warmup_flush and (not self.overlap_p2p_comm or self.batch_p2p_comm)"]
+
+
 def _installed(path: str) -> ast.Module:
     site = next((REPO / ".venv" / "lib").glob("python3*/site-packages"))
     return ast.parse((site / path).read_text(encoding="utf-8"))
