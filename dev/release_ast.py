@@ -290,6 +290,61 @@ def _post_init_literals(node: ast.ClassDef) -> dict[str, list[str]]:
     return out
 
 
+def _fills_none(test: ast.AST, name: str) -> bool:
+    """`self.<name> is None` (also `not self.<name>`... no: only the explicit None test)."""
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Is)
+            and isinstance(test.left, ast.Attribute) and isinstance(test.left.value, ast.Name)
+            and test.left.value.id == "self" and test.left.attr == name
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None)
+
+
+def _assigned_in_post_init(node: ast.ClassDef) -> dict[str, str]:
+    """Every self.<name> that __post_init__ (or a self.method() it calls, transitively) assigns:
+    self.x = ..., self.x += ..., setattr(self, "x", ...), object.__setattr__(self, "x", ...).
+    "if_none" when each assignment sits right under `if self.x is None:` (a value the caller gave
+    is kept), else "any"."""
+    methods = {f.name: f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    todo, seen, out = ["__post_init__"], set(), {}
+
+    def note(name: str, mode: str) -> None:
+        out[name] = "any" if out.get(name, mode) == "any" or mode == "any" else "if_none"
+
+    def walk(n: ast.AST, guard: ast.AST | None) -> None:
+        targets = n.targets if isinstance(n, ast.Assign) else \
+            [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            for e in ast.walk(t):
+                if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+                    note(e.attr, "if_none" if isinstance(n, ast.Assign) and guard is not None
+                         and _fills_none(guard, e.attr) else "any")
+        if isinstance(n, ast.Call):
+            fn = ast.unparse(n.func)
+            if fn.split(".")[-1] in ("setattr", "__setattr__") and n.args:
+                rest = [a for a in n.args if not (isinstance(a, ast.Name) and a.id == "self")]
+                if rest and isinstance(rest[0], ast.Constant) and isinstance(rest[0].value, str):
+                    note(rest[0].value, "any")
+            if isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
+                todo.append(n.func.attr)
+        if isinstance(n, ast.If):
+            walk(n.test, None)
+            for st in n.body:
+                walk(st, n.test)
+            for st in n.orelse:
+                walk(st, None)
+            return
+        for child in ast.iter_child_nodes(n):
+            walk(child, None if isinstance(n, (ast.stmt,)) and not isinstance(child, ast.expr) else guard)
+
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in methods:
+            continue
+        seen.add(name)
+        for st in methods[name].body:
+            walk(st, None)
+    return out
+
+
 class Compiler:
     def __init__(self, tree: Tree):
         self.tree = tree
@@ -322,6 +377,15 @@ class Compiler:
                         "post_init": lits[0] if len(lits) == 1 else None,
                         "init": init, "kw_only": fkw, "line": st.lineno, "owner": (mod, node.name),
                         **({"post_init_values": lits} if len(lits) > 1 else {})})
+        return out
+
+    def post_init_assigns(self, mod: str, node: ast.ClassDef, depth: int = 0) -> dict[str, str]:
+        """The fields the __post_init__ chain of a class (its own and its bases') may assign."""
+        out = _assigned_in_post_init(node)
+        if depth < 12:
+            for bmod, bnode in self.tree.base_classes(mod, node):
+                for name, mode in self.post_init_assigns(bmod, bnode, depth + 1).items():
+                    out[name] = "any" if "any" in (mode, out.get(name, mode)) else "if_none"
         return out
 
     def fields(self, mod: str, node: ast.ClassDef, depth: int = 0) -> list[dict] | None:
@@ -812,6 +876,7 @@ def compile_release(version: str, files: dict[str, str], source: str) -> dict:
     modules: dict[str, dict] = {}
     sigs: dict[str, list] = {}
     fields: dict[str, list] = {}
+    assigned: dict[str, dict] = {}  # dataclass -> {field its __post_init__ chain assigns: "if_none" | "any"}
     members: dict[str, list] = {}
     messages: list[list] = []
     bare: list[list] = []
@@ -858,6 +923,9 @@ def compile_release(version: str, files: dict[str, str], source: str) -> dict:
                 fields[f"{name}:{n}"] = [[f["name"], f["type"], f["default"], f["post_init"],
                                           int(f["init"]), f.get("post_init_values"),
                                           ":".join(f["owner"])] for f in flds]
+                names_ = {f["name"] for f in flds}
+                assigned[f"{name}:{n}"] = {k: v for k, v in sorted(comp.post_init_assigns(name, node).items())
+                                           if k in names_}
             for st in node.body:
                 if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and _public(st.name) and \
                         not any(d.split(".")[-1] in ("property", "setter", "getter", "deleter", "cached_property")
@@ -881,6 +949,7 @@ def compile_release(version: str, files: dict[str, str], source: str) -> dict:
         "modules": modules,
         "signatures": sigs,
         "fields": fields,
+        "post_init_assigns": assigned,
         "members": members,
         "flags": flags,
         "messages": sorted(messages, key=lambda r: (r[3], r[5], r[0], r[2])),

@@ -17,7 +17,9 @@ from the release and called as attributes (mpu.<removed>()); config field reads
 (config.x, self.config.x where the code shows the config is Megatron's) absent from the
 release; imports that do not resolve (info inside a try that catches ImportError), and
 imports of modules that warn at import time that they are deprecated;
-literal sizes against the layout checker's rules; the config's parallel sizes against
+literal sizes against the layout checker's rules; a config call whose literal keywords make a
+check of the release's own __post_init__ certain to fail (its condition from the release index,
+evaluated on the keywords and the fields' defaults; unknown values decide nothing); the config's parallel sizes against
 initialize_model_parallel's in the same code; global parallel_state getters where a
 process-group collection is in scope (a parameter, or self.pg_collection of a Megatron
 subclass; elsewhere one info note per file); the GPTModel and MambaModel deprecations,

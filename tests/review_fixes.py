@@ -134,6 +134,7 @@ def apply(text, f):
 # Fixes that are advice, not one edit, and why (test_review_downstream checks every other
 # rule's fix mechanically).
 NOT_MECHANICAL = {
+    "config-raises": "names the keywords the failing check reads; which to change is the user's choice",
     "layout": "a set of sizes to choose (the layout checker's fix), not one edit",
     "te-placeholder": "install Transformer Engine, or move to the local spec: a choice",
     "too-many-positional": "names the parameters to pass by keyword; the values are the caller's",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from . import checks_imports, checks_layout, checks_models, checks_pairs, checks_signatures
-from . import checks_attributes, checks_groups, checks_parallel
+from . import checks_attributes, checks_construct, checks_groups, checks_parallel
 
 API = "references/api-reference.md"
 PAR = "references/parallelism-reference.md"
@@ -58,6 +58,8 @@ RULES = (
          f"{API}#hybridmodel", checks_imports.te_placeholders),
     Rule("layout", "error", "as the layout checker's rule says",
          f"{PAR}#rule-table", checks_layout.literal_sizes),
+    Rule("config-raises", "error", ALL, f"{API}#configuration-modelparallelconfig-and-transformerconfig",
+         checks_construct.config_raises),
     Rule("global-process-group", "warning", "releases whose constructors take pg_collection",
          f"{API}#parallel-state-and-process-groups", checks_groups.global_groups),
     Rule("gptmodel-deprecated", "warning", "0.19", f"{API}#gptmodel",

@@ -66,6 +66,13 @@ class Release:
             out.append(f)
         return out
 
+    def post_init_assigns(self, class_id: str) -> dict[str, str] | None:
+        """The fields the class's __post_init__ chain (its own, its bases', and the self.methods
+        they call) may assign: "if_none" where every assignment is right under `if self.x is None:`
+        (a value the caller gave stays), else "any"; None for data compiled before this was recorded."""
+        rec = self._raw.get("post_init_assigns")
+        return None if rec is None or class_id not in rec else dict(rec[class_id])
+
     def flags(self) -> dict[str, dict] | None:
         """Megatron-LM's argparse flags (megatron/training/arguments.py, incl. dataclass-derived groups)."""
         flags = self._raw["flags"]
