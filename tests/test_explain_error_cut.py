@@ -98,9 +98,9 @@ def test_a_known_cut_paste_gets_its_entry():
     text = path.read_text().splitlines()
     line = next(i for i, t in enumerate(text, 1) if "dim_size[0] % world_size == 0" in t) - 1
     paste = "\n".join([
-        '[rank0]:   File "/mnt/PAI-Megatron-LM-240718/megatron/core/tensor_parallel/layers.py", line 297, in forward',
+        '[rank0]:   File "/workspace/PAI-Megatron-LM-240718/megatron/core/tensor_parallel/layers.py", line 297, in forward',
         "[rank0]:     output_parallel = reduce_scatter_to_sequence_parallel_region(output_parallel)",
-        f'[rank0]:   File "/usr/lib/python3/site-packages/megatron/core/tensor_parallel/mappings.py", line {line}, '
+        f'[rank0]:   File "/workspace/venv/lib/python3.12/site-packages/megatron/core/tensor_parallel/mappings.py", line {line}, '
         "in _reduce_scatter_along_first_dim",
         "[rank0]:     assert (",
     ])
@@ -114,7 +114,7 @@ def test_a_known_cut_paste_gets_its_entry():
     "assert (",  # an assert, but the frame is not Megatron's
 ])
 def test_no_site_without_a_raising_megatron_frame(last):
-    frame = ("/usr/lib/python3/site-packages/megatron/core/transformer/mlp.py" if not last.startswith("assert")
+    frame = ("/workspace/venv/lib/python3.12/site-packages/megatron/core/transformer/mlp.py" if not last.startswith("assert")
              else "/workspace/my_trainer/model.py")
     paste = f'Traceback (most recent call last):\n  File "{frame}", line 120, in forward\n    {last}\n'
     result = triage.match_log(paste, RELEASE)
