@@ -52,12 +52,22 @@ def _params(signature_text: str) -> list[str]:
     return [n for n in out if n and n != "/"]  # a bare * (keyword-only marker) or / is not a parameter
 
 
-@pytest.mark.parametrize("spelling,key", sorted(SPELLINGS.items()))
-def test_a_spelling_is_read_as_its_key_and_inspected_live(spelling, key):
-    r = _run(sys.executable, "--json", "--object", spelling)
+@pytest.fixture(scope="module")
+def live():
+    # One live run for every spelling (each run imports megatron in a child: seconds), naming the
+    # installed release with --megatron-version: the live import answers, not the index.
+    args = [a for spelling in SPELLINGS for a in ("--object", spelling)]
+    r = _run(sys.executable, "--json", "--megatron-version", "0.19", *args)
     assert r.returncode == 0, r.stderr[-500:]
-    assert f"--object {spelling} read as {key}" in r.stderr
-    assert json.loads(r.stdout)["objects"][key]["status"] == "available"
+    return r, json.loads(r.stdout)
+
+
+def test_each_spelling_is_read_as_its_key_and_inspected_live(live):
+    r, out = live
+    assert "objects_from_release_index" not in out
+    for spelling, key in SPELLINGS.items():
+        assert f"--object {spelling} read as {key}" in r.stderr
+        assert out["objects"][key]["status"] == "available", (spelling, out["objects"][key])
 
 
 @pytest.mark.parametrize("bad,needle", [
@@ -85,19 +95,12 @@ def test_another_release_comes_from_the_index_and_agrees_with_that_release_insta
     assert [p["name"] for p in sig["params"]] == live_params == ["config", "vp_stage"]
 
 
-def test_the_installed_release_is_inspected_live():
-    r = _run(sys.executable, "--json", "--object", "GPTModel", "--megatron-version", "0.19")
-    out = json.loads(r.stdout)
-    assert r.returncode == 0 and "objects_from_release_index" not in out
-    assert out["objects"][SPELLINGS["GPTModel"]]["status"] == "available"
-
-
 def test_another_release_without_an_object_exits_2_naming_what_to_run():
     r = _run(sys.executable, "--megatron-version", "0.13")
     assert r.returncode == 2 and "api_history.py TransformerConfig --at 0.13" in r.stderr
 
 
-def test_without_megatron_the_signature_comes_from_the_index():
+def test_without_megatron_the_signature_comes_from_the_index(live):
     # Plain python3 of this machine has no megatron-core: the live probe says so, and the index answers.
     r = _run(cli_cases.PLAIN, "--json", "--object", "GPTModel.forward")
     out = json.loads(r.stdout)
@@ -106,7 +109,7 @@ def test_without_megatron_the_signature_comes_from_the_index():
         pytest.skip("this python3 has megatron-core")
     fallback = out["objects_from_release_index"]
     assert fallback["release"] == "0.19.2"
-    live = json.loads(_run(sys.executable, "--json", "--object", key).stdout)["objects"][key]["signature"]
-    assert [p["name"] for p in fallback["objects"][key]["signature"]["params"]] == _params(live)
+    signature = live[1]["objects"][key]["signature"]
+    assert [p["name"] for p in fallback["objects"][key]["signature"]["params"]] == _params(signature)
     text = _run(cli_cases.PLAIN, "--object", "GPTModel.forward").stdout
     assert "megatron-core is not importable here; release 0.19.2 as indexed" in text
