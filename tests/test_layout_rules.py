@@ -351,3 +351,21 @@ def test_uneven_overflow_gives_negative_layer_counts_in_megatron():
     counts = [get_num_layers_to_build(config, pp_rank=r) for r in range(4)]
     assert counts == [5, -1, -1, 5]
     assert str(counts) in rules.RULES_BY_ID["uneven-stages-overflow"].stricter
+
+
+@pytest.mark.parametrize("heads,groups,listed", [
+    (32, 5, [1, 2, 4, 8, 16, 32]),  # few valid counts: every one (a benchmark answer missed 1 and 2)
+    (96, 5, [2, 3, 4, 6]),          # twelve: the four nearest the given count (ties: the smaller)
+])
+def test_query_group_fix_lists_counts_that_pass(heads, groups, listed):
+    base = (f"--world-size 1 --num-layers 2 --hidden-size {heads * 2} --num-attention-heads {heads} "
+            f"--group-query-attention --seq-length 16 --max-position-embeddings 16 --micro-batch-size 1 "
+            f"--global-batch-size 1 --num-query-groups ")
+    wanted = (rules.RULES_BY_ID["heads-divisible-by-query-groups"],)
+    layout, _ = flags.parse_layout((base + str(groups)).split())
+    (violation,) = rules.check(layout, rules=wanted, with_memory=False).violations
+    got = [int(x) for x in re.search(r"--num-query-groups in ([\d, ]+)", violation.fix).group(1).split(", ")]
+    assert got == listed
+    for g in got:
+        layout, _ = flags.parse_layout((base + str(g)).split())
+        assert not rules.check(layout, rules=wanted, with_memory=False).violations, g

@@ -243,8 +243,18 @@ def heads_query_groups(c):
         else f"{s} * {b} * {(np_ + 2 * ng) * hn}"
     return (f"shape '[{s}, {b}, {ng}, {(np_ // ng + 2) * hn}]' is invalid for input of size "
             f"{size}",
-            f"use --num-query-groups in {fmt_list([d for d in divisors(h) if d % c.tp == 0][-4:])}"
-            f" (divisors of {h} heads that TP={c.tp} divides)")
+            _groups_fix(h, g, c.tp))
+
+
+def _groups_fix(heads, groups, tp):
+    """Every valid group count when there are few; else the four nearest the given one."""
+    valid = [d for d in divisors(heads) if d % tp == 0]
+    if len(valid) <= 8:
+        return (f"use --num-query-groups in {fmt_list(valid)} (the divisors of {heads} heads that "
+                f"TP={tp} divides)")
+    near = sorted(sorted(valid, key=lambda d: (abs(d - groups), d))[:4])
+    return (f"use --num-query-groups in {fmt_list(near)} (the nearest to {groups} of the {len(valid)} "
+            f"divisors of {heads} heads that TP={tp} divides)")
 
 
 def hidden_heads(c):
