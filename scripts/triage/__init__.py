@@ -41,7 +41,7 @@ from __future__ import annotations
 import io
 
 from . import catalogue, match, names, nextcmd, source, versions
-from .logscan import BadInput, Scanner
+from .logscan import BadInput, Event, Scanner
 
 SCHEMA_VERSION = 1
 MAX_PROBLEMS = 20
@@ -131,8 +131,6 @@ def match_stream(stream, megatron_version: str | None = None) -> dict:
 def _lost_message(event, cut: dict):
     """The message event a cut traceback lost: the site's exception and text ("{}" left for each
     variable part, which the catalogue's templates accept as any value)."""
-    from .logscan import Event
-
     line = f"{cut['exc']}: {cut['text']}" if cut["text"] else cut["exc"]
     return Event("message", line, event.frames, (), (line,), set(event.ranks), event.count, event.code, cut=True)
 

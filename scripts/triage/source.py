@@ -126,18 +126,14 @@ def explain_bare(event, release: str | None) -> dict | None:
     if "megatron/" not in path:
         return None
     rel = indexed(release)
-    here = [s for s in ri.load(rel).bare_asserts()
-            if (path == s["file"] or path.endswith("/" + s["file"])) and s["function"].rsplit(".", 1)[-1] == fn]
-    exact = [s for s in here if s["line"] == lineno]
-    test = _assert_test(event.code)
-    by_code = [s for s in here if test and s.get("test") == test]
-    site = (exact or by_code or (here if len(here) == 1 else [None]))[0]
+    site, how = _site_at_frame(_at_frame(ri.load(rel).bare_asserts(), path, fn), lineno, event.code,
+                               "assert without a text")
     if site is None:
         return None
+    exact = how == AT_LINE
     note = "" if exact else (
         f"the traceback's line {lineno} is not this assert's line {site['line']} in {rel} (your release differs); "
-        + ("the code line under the frame is this assert's test" if by_code
-           else "this is the only assert without a text in that function"))
+        f"matched by {how}")
     return {
         "file": site["file"], "function": site["function"], "line": site["line"], "kind": "assert",
         "exc": "AssertionError", "condition": site["condition"], "fields": site["fields"], "flags": site["flags"],
@@ -168,14 +164,13 @@ def explain_cut(event, release: str | None) -> dict | None:
     rel = indexed(release)
     for at in (rel, *[v for v in reversed(RELEASES) if v != rel]):
         r = ri.load(at)
-        here = [x for x in (*r.message_sites(), *(r.bare_asserts() if kind == "assert" else ()))
-                if x["kind"] == kind and x["function"].rsplit(".", 1)[-1] == fn
-                and (path == x["file"] or path.endswith("/" + x["file"]))]
+        here = [x for x in _at_frame((*r.message_sites(), *(r.bare_asserts() if kind == "assert" else ())),
+                                     path, fn) if x["kind"] == kind]
         if here:
             break
     else:
         return None
-    site, how = _cut_site(here, lineno, event.code)
+    site, how = _site_at_frame(here, lineno, event.code, kind)
     if site is None:
         return None
     where = "" if at == rel else f"your release {rel} has no {kind} in {fn}; this is {at}'s. "
@@ -186,15 +181,27 @@ def explain_cut(event, release: str | None) -> dict | None:
         "file": site["file"], "function": site["function"], "line": site["line"], "kind": site["kind"],
         "exc": site["exc"], "condition": site["condition"], "fields": site["fields"], "flags": site["flags"],
         "text": site["text"], "release": at, "in_your_release": at == rel, "releases": [at],
-        "other_sites": [], "score": 1.0 if how == "the frame's line" else 0.9, "how": "cut", "note": note,
+        "other_sites": [], "score": 1.0 if how == AT_LINE else 0.9, "how": "cut", "note": note,
         "frame_agrees": True, "your_release_site": None,
     }
 
 
-def _cut_site(here: list[dict], lineno: int, code: str) -> tuple[dict | None, str]:
+AT_LINE = "the frame's line"
+
+
+def _at_frame(sites, path: str, fn: str) -> list[dict]:
+    """The sites in the frame's file (a path ending in the site's) and function (its last name)."""
+    return [x for x in sites if x["function"].rsplit(".", 1)[-1] == fn
+            and (path == x["file"] or path.endswith("/" + x["file"]))]
+
+
+def _site_at_frame(here: list[dict], lineno: int, code: str, what: str) -> tuple[dict | None, str]:
+    """The one site of a function a traceback frame stopped at, and how it was told apart: the
+    frame's line, else the message literal or the assert's test on the code line under the frame,
+    else the only ``what`` in the function. (None, "") when that does not single one out."""
     exact = [x for x in here if x["line"] == lineno]
     if len(exact) == 1:
-        return exact[0], "the frame's line"
+        return exact[0], AT_LINE
     lit = _LITERAL.search(code)
     if lit:
         fixed = lit.group(1).split("{")[0].strip()
@@ -205,13 +212,13 @@ def _cut_site(here: list[dict], lineno: int, code: str) -> tuple[dict | None, st
     if test:
         same = [x for x in here if x.get("test") == test]
         if len(same) == 1:
-            return same[0], "the assert's test"
+            return same[0], "the assert's test in the code line under the frame"
         names = set(_IDENT.findall(test))
         by_names = [x for x in here if names and names <= set(_IDENT.findall(x["condition"]))]
         if len(by_names) == 1:
             return by_names[0], "the names the assert's test reads"
     if len(here) == 1:
-        return here[0], "the only " + here[0]["kind"] + " in the function"
+        return here[0], f"the only {what} in the function"
     return None, ""
 
 
