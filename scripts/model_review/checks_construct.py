@@ -6,16 +6,12 @@ import re
 
 from . import checks_layout, construct, targets
 
-_FILLED = re.compile(r"\{\}")
-
 
 def config_raises(ctx):
     """TransformerConfig / MLATransformerConfig / ModelParallelConfig(...) whose keywords make a
     check of the release's __post_init__ certain to fail: the first such check, as Megatron words it."""
     if ctx.view is None:
         return
-    # The layout rule already words some of these checks (MoE bias, heads vs TP): say it once.
-    said = {(f.line, f.message) for f in checks_layout.literal_sizes(ctx)}
     for call in ctx.source.calls:
         obj_id = ctx.resolve_call(call)
         cls = targets.short(obj_id) if obj_id else None
@@ -33,7 +29,8 @@ def config_raises(ctx):
         undecided = sum(1 for _, v in seen[:first] if v is construct.UNKNOWN)
         text = site["text"]
         head = text.split("{}")[0].strip()
-        if any(line == call.line and msg.startswith(head) for line, msg in said):
+        # The layout rule already words some of these checks (MoE bias, heads vs TP): say it once.
+        if any(v.message.startswith(head) for v in checks_layout.call_violations(ctx, call)):
             continue
         yield ctx.finding(
             call.line,

@@ -95,21 +95,34 @@ def layout_of(kwargs, version=None):
     return L
 
 
+def call_violations(ctx, call):
+    """The layout rules' violations of one TransformerConfig / MLATransformerConfig call's literal
+    sizes ([] for another call). Kept in the release view's memo: config-raises asks too, to say a
+    check once."""
+    key = ("layout-violations", ctx.source.path, call.line, call.col)
+    memo = ctx.view.memo if ctx.view is not None else {}
+    if key not in memo:
+        memo[key] = _violations(ctx, call)
+    return memo[key]
+
+
+def _violations(ctx, call):
+    obj_id = ctx.resolve_call(call)
+    if obj_id is None or targets.short(obj_id) not in ("TransformerConfig", "MLATransformerConfig"):
+        return []
+    try:
+        L = layout_of(call.literal_kwargs(), ctx.version)
+        if L is None:
+            return []
+        wanted = tuple(layout_rules.RULES_BY_ID[r] for r in SIZE_RULES)
+        return layout_rules.check(L, rules=wanted, with_memory=False).violations
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError):
+        return []  # sizes that are not positive integers: Megatron fails elsewhere
+
+
 def literal_sizes(ctx):
-    wanted = tuple(layout_rules.RULES_BY_ID[r] for r in SIZE_RULES)
     for call in ctx.source.calls:
-        obj_id = ctx.resolve_call(call)
-        if obj_id is None or targets.short(obj_id) not in ("TransformerConfig",
-                                                            "MLATransformerConfig"):
-            continue
-        try:
-            L = layout_of(call.literal_kwargs(), ctx.version)
-            if L is None:
-                continue
-            result = layout_rules.check(L, rules=wanted, with_memory=False)
-        except (TypeError, ValueError, ZeroDivisionError, OverflowError):
-            continue  # sizes that are not positive integers: Megatron fails elsewhere
-        for v in result.violations:
+        for v in call_violations(ctx, call):
             rule = layout_rules.RULES_BY_ID[v.rule]
             when = SIZE_RULES[v.rule] or (f"Megatron checks it {rule.late}" if rule.late else "")
             yield ctx.finding(call.line, v.message + (f" ({when})" if when else ""), v.fix,

@@ -15,11 +15,16 @@ import ast
 import operator
 
 UNKNOWN = object()
-CLASSES = {  # config class -> the __post_init__ functions that run, in order (super() first)
-    "ModelParallelConfig": ("ModelParallelConfig.__post_init__",),
-    "TransformerConfig": ("ModelParallelConfig.__post_init__", "TransformerConfig.__post_init__"),
-    "MLATransformerConfig": ("ModelParallelConfig.__post_init__", "TransformerConfig.__post_init__",
-                             "MLATransformerConfig.__post_init__"),
+_MPC = ("megatron/core/model_parallel_config.py", "ModelParallelConfig.__post_init__")
+_TC = "megatron/core/transformer/transformer_config.py"
+# config class -> (its index key, the (file, function) of each __post_init__ that runs, super() first)
+CLASSES = {
+    "ModelParallelConfig": ("megatron.core.model_parallel_config:ModelParallelConfig", (_MPC,)),
+    "TransformerConfig": ("megatron.core.transformer.transformer_config:TransformerConfig",
+                          (_MPC, (_TC, "TransformerConfig.__post_init__"))),
+    "MLATransformerConfig": ("megatron.core.transformer.transformer_config:MLATransformerConfig",
+                             (_MPC, (_TC, "TransformerConfig.__post_init__"),
+                              (_TC, "MLATransformerConfig.__post_init__"))),
 }
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
@@ -118,18 +123,18 @@ def _eval(node, known):
 def verdicts(release, cls: str, kwargs: dict, unknown=()) -> list[tuple[dict, object]]:
     """Every raise/assert of the __post_init__ chain in the order it runs, each with True, False
     or UNKNOWN for these keywords ([] when the index cannot tell: not a config class, old data)."""
-    owner = "megatron.core.transformer.transformer_config:" + cls if cls != "ModelParallelConfig" else \
-        "megatron.core.model_parallel_config:ModelParallelConfig"
+    if cls not in CLASSES:
+        return []
+    owner, order = CLASSES[cls]
     fields, assigned = release.fields(owner), release.post_init_assigns(owner)
-    if fields is None or assigned is None or cls not in CLASSES:
+    if fields is None or assigned is None:
         return []
     known = values(fields, kwargs, assigned)
     for name in unknown:  # keywords the caller set to something not literal
         known.pop(name, None)
-    order = CLASSES[cls]
-    sites = [s for s in release.message_sites() if s["function"] in order and s["kind"] in ("raise", "assert")
-             and s["condition"]]
-    sites.sort(key=lambda s: (order.index(s["function"]), s["line"]))
+    sites = [s for s in release.message_sites() if (s["file"], s["function"]) in order
+             and s["kind"] in ("raise", "assert") and s["condition"]]
+    sites.sort(key=lambda s: (order.index((s["file"], s["function"])), s["line"]))
     return [(s, holds(s["condition"], known)) for s in sites]
 
 
