@@ -291,7 +291,7 @@ def _post_init_literals(node: ast.ClassDef) -> dict[str, list[str]]:
 
 
 def _fills_none(test: ast.AST, name: str) -> bool:
-    """`self.<name> is None` (also `not self.<name>`... no: only the explicit None test)."""
+    """Whether the test is exactly `self.<name> is None`."""
     return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Is)
             and isinstance(test.left, ast.Attribute) and isinstance(test.left.value, ast.Name)
             and test.left.value.id == "self" and test.left.attr == name
@@ -333,7 +333,7 @@ def _assigned_in_post_init(node: ast.ClassDef) -> dict[str, str]:
                 walk(st, None)
             return
         for child in ast.iter_child_nodes(n):
-            walk(child, None if isinstance(n, (ast.stmt,)) and not isinstance(child, ast.expr) else guard)
+            walk(child, None)  # only a statement right under the `if` is guarded by it
 
     while todo:
         name = todo.pop()

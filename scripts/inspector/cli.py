@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+import megatron_release
 from inspector import objects, probes
 from inspector.report import DEFAULT_TIMEOUT, unmet  # unmet: kept importable from here
 
@@ -69,7 +70,6 @@ _READ_AS = []
 
 
 def _release(text):
-    import megatron_release
     try:
         return megatron_release.choose(text)
     except megatron_release.UnsupportedRelease as exc:
@@ -208,7 +208,7 @@ def main(argv=None):
     fallback = None
     if args.objects and report.get("megatron_core", {}).get("status") != "available":
         from inspector import from_index
-        release = args.megatron_version.indexed if args.megatron_version else _newest()
+        release = args.megatron_version.indexed if args.megatron_version else megatron_release.NEWEST
         fallback = from_index.signatures(args.objects, release)
         report["objects_from_release_index"] = {"release": release, "objects": fallback}
     if args.json:
@@ -227,14 +227,8 @@ def main(argv=None):
     return EXIT_REQUIRE if missing else EXIT_OK
 
 
-def _newest():
-    import megatron_release
-    return megatron_release.NEWEST
-
-
 def _is_installed(choice):
     """Whether --megatron-version names the installed release's indexed line (then the live import answers)."""
-    import megatron_release
     try:
         return megatron_release.installed() is not None and megatron_release.choose(None).indexed == choice.indexed
     except megatron_release.UnsupportedRelease:
@@ -243,7 +237,6 @@ def _is_installed(choice):
 
 def _from_release_index(parser, args):
     """--megatron-version X (not installed): the --object signatures of X from the release index."""
-    import megatron_release
     from inspector import from_index
     installed = megatron_release.installed()
     if not args.objects:

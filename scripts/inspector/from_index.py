@@ -20,10 +20,11 @@ class UnknownObject(ValueError):
 
 def resolve(text: str) -> tuple[str, list[str]]:
     """(module:attr key, other keys the spelling could mean) for a name as a user types it."""
-    keys = [k for k in ri.find(text) if ":" in k]
+    found = ri.find(text)
+    keys = [k for k in found if ":" in k]
     if not keys:
-        if ri.find(text):
-            raise UnknownObject("%r is a module; give MODULE:ATTR (e.g. %s:NAME)" % (text, ri.find(text)[0]))
+        if found:
+            raise UnknownObject("%r is a module; give MODULE:ATTR (e.g. %s:NAME)" % (text, found[0]))
         sugg = ri.suggest(text)
         hint = ("; close names: " + ", ".join(sugg[:MAX_ALTERNATIVES])) if sugg else ""
         raise UnknownObject("no Megatron object named %r in releases 0.12.3 to 0.19.2%s; "
